@@ -1,0 +1,1 @@
+"""A small torch.compile: capture -> passes -> memory planning -> codegen -> runtime."""

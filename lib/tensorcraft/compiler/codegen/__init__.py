@@ -1,0 +1,1 @@
+"""Code generation: one module per target language, all reading codegen.kernel.Kernel."""
