@@ -1,0 +1,48 @@
+"""environment.yml (conda) and pyproject.toml (pip) must pin the very same packages."""
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _canonical(requirement: str) -> tuple[str, str]:
+    """'Opt-Einsum == 3.4.0' -> ('opt-einsum', '3.4.0'); only exact pins are allowed."""
+    match = re.fullmatch(r"\s*([A-Za-z0-9_.\-]+)\s*==\s*([^\s;]+)\s*", requirement)
+    assert match, f"{requirement!r} is not an exact pin NAME==VERSION"
+    return re.sub(r"[-_.]+", "-", match[1]).lower(), match[2]
+
+
+def _pyproject_pins() -> dict[str, str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = list(project["dependencies"])
+    for extra in project.get("optional-dependencies", {}).values():
+        requirements += extra
+    return dict(map(_canonical, requirements))
+
+
+def _conda_pins() -> tuple[dict[str, str], list[str]]:
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip_lists = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
+    assert len(pip_lists) == 1, "environment.yml needs exactly one `pip:` list"
+    conda_names = [d for d in env["dependencies"] if isinstance(d, str)]
+    return dict(map(_canonical, pip_lists[0])), conda_names
+
+
+def test_every_pyproject_pin_is_in_environment_yml_and_vice_versa():
+    pyproject, (conda, _) = _pyproject_pins(), _conda_pins()
+    assert pyproject, "pyproject.toml pins nothing"
+    assert conda == pyproject, (
+        f"only in pyproject.toml: {sorted(pyproject.items() - conda.items())}; "
+        f"only in environment.yml: {sorted(conda.items() - pyproject.items())}")
+
+
+def test_environment_yml_python_satisfies_requires_python():
+    _, conda_names = _conda_pins()
+    pythons = [n for n in conda_names if n.startswith("python")]
+    assert pythons, "environment.yml does not name a python version"
+    version = tuple(int(x) for x in pythons[0].split("=")[1].split("."))
+    minimum = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert version >= tuple(int(x) for x in minimum.lstrip(">=").split("."))
