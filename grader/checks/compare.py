@@ -1,0 +1,86 @@
+"""Compare a learner's result with the ground truth, and say how they differ.
+
+Tensors and arrays are compared by shape, dtype and values, with a tolerance set by the dtype
+(float16 is far coarser than float64); anything else must be equal.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+# (rtol, atol) per floating dtype; integer and boolean results must match exactly.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float16": (1e-2, 1e-3),
+    "bfloat16": (2e-2, 1e-2),
+    "float32": (1e-5, 1e-6),
+    "float64": (1e-10, 1e-12),
+    "complex64": (1e-5, 1e-6),
+    "complex128": (1e-10, 1e-12),
+}
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _as_numpy(value: torch.Tensor | np.ndarray) -> np.ndarray:
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        if value.dtype == torch.bfloat16:
+            value = value.float()
+        return value.numpy()
+    return np.asarray(value)
+
+
+def describe(value: Any, limit: int = 120) -> str:
+    """A short, one-line picture of a value for a check message."""
+    if isinstance(value, torch.Tensor):
+        text = f"tensor(shape={tuple(value.shape)}, dtype={_dtype_name(value.dtype)}"
+        if value.device.type != "cpu":
+            text += f", device={value.device}"
+        values = np.array2string(_as_numpy(value).ravel()[:8], precision=4, separator=", ")
+        return text + f", values={values}{'...' if value.numel() > 8 else ''})"
+    if isinstance(value, np.ndarray):
+        values = np.array2string(value.ravel()[:8], precision=4, separator=", ")
+        return f"ndarray(shape={value.shape}, dtype={value.dtype}, values={values}{'...' if value.size > 8 else ''})"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def mismatch(expected: Any, got: Any) -> str | None:
+    """None when ``got`` matches ``expected``; otherwise one sentence saying what differs."""
+    if isinstance(expected, (torch.Tensor, np.ndarray)):
+        return _array_mismatch(expected, got)
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(got, (tuple, list)) or len(got) != len(expected):
+            return f"expected a {type(expected).__name__} of {len(expected)} items, got {describe(got)}"
+        for index, (e, g) in enumerate(zip(expected, got)):
+            problem = mismatch(e, g)
+            if problem:
+                return f"item {index}: {problem}"
+        return None
+    if isinstance(expected, float) and isinstance(got, (int, float)):
+        return None if np.isclose(expected, got, rtol=1e-9, atol=1e-12) else f"expected {expected!r}, got {got!r}"
+    return None if got == expected else f"expected {describe(expected)}, got {describe(got)}"
+
+
+def _array_mismatch(expected: torch.Tensor | np.ndarray, got: Any) -> str | None:
+    kind = "tensor" if isinstance(expected, torch.Tensor) else "numpy array"
+    if type(got) is not type(expected) and not isinstance(got, type(expected)):
+        return f"expected a {kind}, got {type(got).__name__}: {describe(got)}"
+    if tuple(got.shape) != tuple(expected.shape):
+        return f"expected shape {tuple(expected.shape)}, got shape {tuple(got.shape)}"
+    if _dtype_name(got.dtype) != _dtype_name(expected.dtype):
+        return f"expected dtype {_dtype_name(expected.dtype)}, got dtype {_dtype_name(got.dtype)}"
+    if isinstance(expected, torch.Tensor) and got.device.type != expected.device.type:
+        return f"expected a result on {expected.device.type}, got one on {got.device.type}"
+    e, g = _as_numpy(expected), _as_numpy(got)
+    rtol, atol = TOLERANCES.get(_dtype_name(expected.dtype), (0.0, 0.0))
+    close = np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
+    if close.all():
+        return None
+    where = tuple(int(i) for i in np.argwhere(~close)[0])
+    return (f"values differ at {int((~close).sum())} of {close.size} positions; first at index {where}: "
+            f"expected {e[where]!r}, got {g[where]!r} (tolerance rtol={rtol}, atol={atol})")

@@ -1,0 +1,53 @@
+"""The devices a check runs on: the CPU always, CUDA where ``torch.cuda.is_available()``.
+
+A grade never depends on the grading machine having a GPU: CUDA cases that cannot run are
+reported as *pending* — never as passed, and never as failed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str          # "cpu" or "cuda"
+    available: bool
+    reason: str = ""   # why it is not available
+
+
+def devices(cuda_available: bool | None = None) -> list[Device]:
+    """CPU, then CUDA (available or not, so that a missing GPU is reported as pending)."""
+    if cuda_available is None:
+        cuda_available = torch.cuda.is_available()
+    cuda = Device("cuda", True) if cuda_available else Device(
+        "cuda", False, "no CUDA device here (torch.cuda.is_available() is False)")
+    return [Device("cpu", True), cuda]
+
+
+def to_device(value, device: str):
+    """Move every tensor inside ``value`` (tuples, lists, dicts nested) to ``device``."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, tuple):
+        return tuple(to_device(v, device) for v in value)
+    if isinstance(value, list):
+        return [to_device(v, device) for v in value]
+    if isinstance(value, dict):
+        return {k: to_device(v, device) for k, v in value.items()}
+    return value
+
+
+def clone(value):
+    """A deep copy of the tensors in ``value``, so that a learner who edits an input in place
+    cannot change the expected result or the next case."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, tuple):
+        return tuple(clone(v) for v in value)
+    if isinstance(value, list):
+        return [clone(v) for v in value]
+    if isinstance(value, dict):
+        return {k: clone(v) for k, v in value.items()}
+    return value

@@ -1,0 +1,119 @@
+"""The generic case runner behind every ``check_<exercise>`` function.
+
+An :class:`Exercise` says where ground truth comes from (the real tool), which cases to run in
+public and which to draw at random for the hidden test, which functions are forbidden while the
+learner's code runs, and the hint to give when no known mistake explains a wrong result.
+:meth:`Exercise.check` runs it all on every device, prints one line per group of cases, and
+raises ``AssertionError`` when anything failed, which is how nbgrader scores the cell 0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from ..mutants import mutants_for
+from .compare import describe, mismatch
+from .devices import clone, devices, to_device
+from .report import FAIL, PASS, PENDING, CheckReport, GroupOutcome
+from .seed import hidden_seed
+from .tripwire import ForbiddenCallError, tripwires
+
+
+@dataclass(frozen=True)
+class Case:
+    args: tuple                  # positional arguments of the learner's function (on the CPU)
+    note: str = ""               # what this case is about, shown when it fails
+
+
+@dataclass(frozen=True)
+class Group:
+    title: str                   # e.g. "vectors of different lengths"
+    cases: list[Case]
+
+
+@dataclass
+class Exercise:
+    id: str                                          # "<checks module>.<name>", e.g. "nb00_welcome.outer"
+    reference: Callable[..., Any]                    # ground truth, computed with the real tool
+    public: Callable[[], list[Group]]                # the cases a learner sees
+    hidden: Callable[[torch.Generator], list[Group]] # random cases drawn from a seeded generator
+    hint: str                                        # given when no mutant explains a wrong result
+    forbidden: tuple[str, ...] = ()                  # dotted names replaced by tripwires
+    extra_hints: dict[type, str] = field(default_factory=dict)  # exception type -> hint
+
+    @property
+    def name(self) -> str:
+        return self.id.split(".")[-1]
+
+    def check(self, learner_fn: Callable[..., Any], hidden: bool = False) -> None:
+        """Run, print the report, and raise AssertionError if any group failed."""
+        report = self.run(learner_fn, hidden=hidden)
+        print(report.text())
+        if report.failed:
+            raise AssertionError(
+                f"check_{self.name}: {len(report.failed)} of {len(report.outcomes)} groups failed "
+                f"(see the lines marked {FAIL} above)")
+
+    def run(self, learner_fn: Callable[..., Any], hidden: bool = False, *, seed: int | None = None,
+            cuda_available: bool | None = None) -> CheckReport:
+        """Run every group on every device and return the report, printing nothing."""
+        if not callable(learner_fn):
+            raise TypeError(f"check_{self.name} expects your function itself, got {describe(learner_fn)}")
+        if hidden:
+            seed = hidden_seed() if seed is None else seed
+            groups = self.hidden(torch.Generator().manual_seed(seed))
+        else:
+            seed, groups = None, self.public()
+        report = CheckReport(f"check_{self.name}", hidden=hidden, seed=seed)
+        for device in devices(cuda_available):
+            for group in groups:
+                if not device.available:
+                    report.outcomes.append(GroupOutcome(device.name, group.title, len(group.cases), PENDING,
+                                                       f"pending: {device.reason}"))
+                    continue
+                report.outcomes.append(self._run_group(learner_fn, group, device.name))
+        return report
+
+    def _run_group(self, learner_fn: Callable[..., Any], group: Group, device: str) -> GroupOutcome:
+        for number, case in enumerate(group.cases, start=1):
+            args = to_device(case.args, device)
+            expected = self.reference(*clone(args))
+            where = f"case {number} of {len(group.cases)}" + (f" ({case.note})" if case.note else "")
+            try:
+                with tripwires(self.forbidden, exercise=self.name):
+                    got = learner_fn(*clone(args))
+            except ForbiddenCallError as error:
+                return GroupOutcome(device, group.title, len(group.cases), FAIL, f"{where}: {error}",
+                                    self.hint)
+            except NotImplementedError:
+                return GroupOutcome(device, group.title, len(group.cases), FAIL,
+                                    f"{where}: your function still raises NotImplementedError",
+                                    "replace `raise NotImplementedError()` with your solution")
+            except Exception as error:  # the learner's bug, reported; the check goes on
+                hint = next((h for t, h in self.extra_hints.items() if isinstance(error, t)), self.hint)
+                return GroupOutcome(device, group.title, len(group.cases), FAIL,
+                                    f"{where}: inputs {self._show(args)} raised {type(error).__name__}: {error}",
+                                    hint)
+            problem = mismatch(expected, got)
+            if problem:
+                return GroupOutcome(device, group.title, len(group.cases), FAIL,
+                                    f"{where}: inputs {self._show(args)}: {problem}",
+                                    self._diagnose(args, got))
+        return GroupOutcome(device, group.title, len(group.cases), PASS)
+
+    def _diagnose(self, args: tuple, got: Any) -> str:
+        """The hint of the first known mistake whose result equals the learner's, else the generic hint."""
+        for wrong in mutants_for(self.id):
+            try:
+                theirs = wrong.fn(*clone(args))
+            except Exception:
+                continue
+            if mismatch(theirs, got) is None:
+                return wrong.hint
+        return self.hint
+
+    @staticmethod
+    def _show(args: tuple) -> str:
+        return ", ".join(describe(a, limit=60) for a in args)

@@ -1,0 +1,43 @@
+"""Known-wrong answers ("mutants"), one module per notebook, each with the hint it deserves.
+
+A mutant is a plausible mistake written as code. ``python -m grader check`` proves that every
+exercise's checks reject every one of its mutants; and a check that sees a learner's wrong result
+equal a mutant's result prints that mutant's hint, naming the misconception behind the mismatch.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+# exercise id ("nb00_welcome.outer") -> its mutants, in the order they were registered
+REGISTRY: dict[str, list["Mutant"]] = {}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    exercise: str                 # "<checks module>.<exercise name>", e.g. "nb00_welcome.outer"
+    name: str                     # the function's name, e.g. "outer_transposed"
+    fn: Callable[..., Any]
+    hint: str                     # what a learner who made this mistake needs to read
+
+
+def mutant(exercise: str, hint: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register the decorated function as a known-wrong answer to ``exercise``."""
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        entries = REGISTRY.setdefault(exercise, [])
+        entries[:] = [m for m in entries if m.name != fn.__name__]  # re-running a module replaces
+        entries.append(Mutant(exercise, fn.__name__, fn, hint))
+        return fn
+    return register
+
+
+def mutants_for(exercise: str) -> list[Mutant]:
+    """The mutants of ``exercise``, importing ``grader.mutants.<notebook module>`` on first use."""
+    module = exercise.split(".")[0]
+    try:
+        importlib.import_module(f"{__name__}.{module}")
+    except ModuleNotFoundError as error:
+        if error.name != f"{__name__}.{module}":
+            raise
+    return list(REGISTRY.get(exercise, []))

@@ -1,0 +1,21 @@
+"""nbgrader configuration of the tensorcraft course.
+
+`python -m grader build` copies this file into the course directory (build/course/ by default),
+so that nbgrader's own commands, run from there, behave exactly as `python -m grader` does.
+"""
+c = get_config()  # noqa: F821 (nbgrader provides get_config when it loads this file)
+
+c.CourseDirectory.course_id = "tensorcraft"
+
+# The learner's stub, in place of each ### BEGIN SOLUTION ... ### END SOLUTION region.
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+
+# Per-cell time limit while autograding (python -m grader autograde --timeout overrides it).
+c.Execute.timeout = 30
+
+# Feedback shows each test cell's output and score, never the source of its hidden tests.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "nbgrader.preprocessors.ClearHiddenTests",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]

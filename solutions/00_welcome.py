@@ -1,0 +1,217 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 00 · Welcome
+#
+# This course rebuilds three tools you use every day — `torch.einsum`, `einops` and
+# `torch.compile` — one stage at a time. Each notebook explains a stage, asks you to write it,
+# checks your code on the spot, and is graded later by the same checks.
+#
+# This first notebook shows how that works: what your machine has, how a check reports a pass
+# and a failure, what happens at grading time, and two short warm-up exercises.
+
+# %% [markdown]
+# ## Your environment
+#
+# The course needs Python ≥ 3.10, PyTorch, NumPy and einops. A GPU is optional: every check runs
+# on the CPU, and also on CUDA where `torch.cuda.is_available()` is true.
+
+# %% nbgrader={"grade": false, "grade_id": "environment", "locked": true, "schema_version": 3, "solution": false, "task": false}
+import os
+import platform
+
+import einops
+import numpy
+import torch
+
+print(f"python    {platform.python_version()}")
+print(f"torch     {torch.__version__}")
+print(f"numpy     {numpy.__version__}")
+print(f"einops    {einops.__version__}")
+print(f"CPU cores {os.cpu_count()}")
+if torch.cuda.is_available():
+    print(f"GPU       {torch.cuda.get_device_name(0)}")
+else:
+    print("GPU       none (torch.cuda.is_available() is False): checks run on the CPU only")
+
+# %% [markdown]
+# ## How a check works
+#
+# Every exercise comes with a function `check_<exercise>` from `grader.checks`. You pass it
+# **your function** (not its result); it calls your function on a set of cases, compares each
+# result with the answer of the real tool (here, PyTorch itself), and prints one line per group
+# of cases: `✓` when the group passes, `✗` with the first failing case, what was expected, what
+# came back, and a hint. Groups it could not run (CUDA cases on a machine without a GPU) are
+# marked `…` *pending*: they are neither passed nor failed.
+#
+# A demonstration, not graded: `square(x)` must multiply every entry of `x` by itself.
+
+# %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
+from grader.checks.nb00_welcome import check_normalize_rows, check_outer, check_square
+
+
+# %%
+def square(x):
+    return x * x
+
+
+check_square(square)
+
+
+# %% [markdown]
+# A wrong answer fails, and the check says how. Below, `square_wrong` doubles instead of
+# squaring. The check raises `AssertionError` after printing its report — that error is what
+# scores a graded cell 0. (Here we catch it, so that *Run All* goes on past the demonstration.)
+
+# %%
+def square_wrong(x):
+    return x * 2
+
+
+try:
+    check_square(square_wrong)
+except AssertionError as error:
+    print(f"\nAssertionError: {error}")
+
+# %% [markdown]
+# The hint names the mistake, not only the mismatch: the course keeps a list of plausible wrong
+# answers for every exercise (*mutants*, in `grader.mutants`), each with the hint a learner who
+# made it needs. When your wrong result equals a mutant's result, you get that mutant's hint.
+# These are the mutants of `square`:
+
+# %%
+from grader.mutants import mutants_for
+
+for wrong in mutants_for("nb00_welcome.square"):
+    print(f"{wrong.name:18} → {wrong.hint}")
+
+# %% [markdown]
+# ## Forbidden functions: tripwires
+#
+# An exercise that rebuilds a tool forbids calling that tool. While a check runs your function,
+# each forbidden function is replaced by a *tripwire* that raises an error naming it; afterwards
+# the original comes back. `square` may not call `torch.square`:
+
+# %%
+def square_delegating(x):
+    return torch.square(x)
+
+
+try:
+    check_square(square_delegating)
+except AssertionError as error:
+    print(f"\nAssertionError: {error}")
+
+print("\nafter the check, torch.square works again:", torch.square(torch.tensor([3.0])))
+
+
+# %% [markdown]
+# ## Hidden tests and seeds
+#
+# A graded cell runs the public check you see, then — at grading time only — the same check
+# with `hidden=True`: random cases drawn from a seed chosen when it runs, so an answer that
+# hard-codes the public cases fails. The seed is printed; setting the environment variable
+# `TENSORCRAFT_CHECK_SEED` replays exactly the same cases. Two runs with one seed:
+
+# %%
+from grader.checks.seed import SEED_VARIABLE
+
+os.environ[SEED_VARIABLE] = "2024"
+check_square(square, hidden=True)
+check_square(square, hidden=True)
+del os.environ[SEED_VARIABLE]
+
+# %% [markdown]
+# An answer that only knows the public cases passes them and fails the hidden ones:
+
+# %%
+PUBLIC_ANSWERS = {(1.0, -2.0, 3.0): torch.tensor([1.0, 4.0, 9.0]), (0.5,): torch.tensor([0.25]),
+                  (0.0, 1.0, 2.0, 3.0, 4.0, 5.0): torch.tensor([[0.0, 1.0, 4.0], [9.0, 16.0, 25.0]])}
+
+
+def square_memorised(x):
+    return PUBLIC_ANSWERS[tuple(x.flatten().tolist())]
+
+
+check_square(square_memorised)
+try:
+    check_square(square_memorised, hidden=True)
+except AssertionError as error:
+    print(f"\nAssertionError: {error}")
+
+# %% [markdown]
+# ## How grading works
+#
+# When you hand in a notebook, your instructor runs `python -m grader autograde` on the class's
+# submissions. It restores every locked cell and every test cell to its original text (editing
+# them changes nothing), runs your notebook top to bottom in a fresh kernel, and scores each
+# graded test cell: full points when it runs without error, 0 when it raises. A cell that runs
+# longer than the time limit is interrupted and scores 0; so does a cell whose kernel dies, and
+# every cell after it. Your feedback shows your notebook with each test cell's output and score,
+# but not the source of the hidden tests.
+#
+# A GPU never changes a grade: the checks always run on the CPU; CUDA cases, where a GPU is
+# present, add verification and are reported, but cases that could not run are *pending*.
+
+# %% [markdown]
+# ## Exercise 1 — outer product by broadcasting (2 points)
+#
+# Write `outer(a, b)` for two 1-D tensors `a` (length n) and `b` (length m): the n × m tensor
+# with `result[i, j] = a[i] * b[j]`, of the inputs' dtype. Use broadcasting: indexing with
+# `None` adds an axis of length 1 (`a[:, None]` has shape (n, 1)), and multiplying tensors of
+# shapes (n, 1) and (1, m) repeats each along the other's axis. `torch.outer`, `torch.ger` and
+# `torch.einsum` are forbidden.
+
+# %% nbgrader={"grade": false, "grade_id": "outer", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def outer(a, b):
+    ### BEGIN SOLUTION
+    return a[:, None] * b[None, :]
+    ### END SOLUTION
+
+
+# %% [markdown]
+# Broadcasting in action, on shapes (3, 1) and (1, 4):
+
+# %%
+print(torch.arange(1, 4)[:, None].shape, torch.arange(1, 5)[None, :].shape)
+print(torch.arange(1, 4)[:, None] * torch.arange(1, 5)[None, :])
+
+# %% nbgrader={"grade": true, "grade_id": "outer_tests", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+check_outer(outer)
+### BEGIN HIDDEN TESTS
+check_outer(outer, hidden=True)
+### END HIDDEN TESTS
+
+
+# %% [markdown]
+# ## Exercise 2 — normalise the rows (2 points)
+#
+# Write `normalize_rows(x)` for a 2-D tensor `x` of positive entries: each row divided by its own
+# sum, so that every row of the result sums to 1. `x.sum(dim=1)` sums along the rows; with
+# `keepdim=True` the summed axis stays, with length 1, so that the sums broadcast against `x`.
+# `torch.nn.functional.normalize` is forbidden.
+
+# %% nbgrader={"grade": false, "grade_id": "normalize_rows", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def normalize_rows(x):
+    ### BEGIN SOLUTION
+    return x / x.sum(dim=1, keepdim=True)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "normalize_rows_tests", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+check_normalize_rows(normalize_rows)
+### BEGIN HIDDEN TESTS
+check_normalize_rows(normalize_rows, hidden=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## What's next
+#
+# Notebook 01 starts on `einsum`: reading an equation, inferring its output, and running it as
+# nested loops.

@@ -1,0 +1,53 @@
+"""python -m grader build: solutions/ -> nbgrader source -> the committed learner notebooks."""
+import json
+
+import nbformat
+
+from grader.build import solution_files, source_notebook
+from grader.course import NOTEBOOKS, SOLUTIONS
+
+
+def test_committed_notebooks_are_what_build_produces(built_course):
+    _, notebooks = built_course
+    fresh = {p.name: p.read_bytes() for p in notebooks.glob("*.ipynb")}
+    committed = {p.name: p.read_bytes() for p in NOTEBOOKS.glob("*.ipynb")}
+    assert fresh, "the build produced no notebook"
+    assert sorted(committed) == sorted(fresh), "notebooks/ and solutions/ disagree on which notebooks exist"
+    stale = [name for name in fresh if fresh[name] != committed[name]]
+    assert not stale, f"notebooks/{stale} differ from a fresh build of solutions/: run `python -m grader build`"
+
+
+def test_source_notebook_ids_are_stable_and_named_after_grade_ids():
+    for solution in solution_files():
+        first, second = source_notebook(solution), source_notebook(solution)
+        assert [c.id for c in first.cells] == [c.id for c in second.cells]
+        for cell in first.cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if grade_id:
+                assert cell.id == grade_id
+
+
+def test_release_has_stubs_no_solutions_no_hidden_tests_no_outputs(built_course):
+    _, notebooks = built_course
+    solution_text = (SOLUTIONS / "00_welcome.py").read_text()
+    release = nbformat.read(notebooks / "00_welcome.ipynb", as_version=4)
+    text = json.dumps(release)
+    assert "### BEGIN SOLUTION" in solution_text and "BEGIN SOLUTION" not in text
+    assert "### BEGIN HIDDEN TESTS" in solution_text and "HIDDEN TESTS" not in text
+    assert "hidden=True)" not in "".join(c.source for c in release.cells if c.metadata.get("nbgrader", {}).get("grade"))
+    solution_cells = [c for c in release.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    assert solution_cells and all("raise NotImplementedError()" in c.source for c in solution_cells)
+    assert all(not c.get("outputs") and c.get("execution_count") is None
+               for c in release.cells if c.cell_type == "code")
+    points = [c.metadata["nbgrader"]["points"] for c in release.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert points == [2, 2]
+
+
+def test_build_registers_the_assignment_in_the_gradebook(built_course):
+    from nbgrader.api import Gradebook
+    from grader.course import put_python_scripts_on_path
+    course, _ = built_course
+    put_python_scripts_on_path()
+    with Gradebook(course.db_url) as gradebook:
+        assignment = gradebook.find_assignment("00_welcome")
+        assert assignment.max_score == 4

@@ -1,0 +1,159 @@
+"""The in-notebook check machinery: tripwires, devices, seeds, comparison, mutant diagnosis."""
+import numpy as np
+import pytest
+import torch
+
+from grader.checks import nb00_welcome
+from grader.checks.compare import mismatch
+from grader.checks.report import FAIL, PASS, PENDING
+from grader.checks.seed import SEED_VARIABLE
+from grader.checks.tripwire import ForbiddenCallError, tripwires
+from grader.mutants import mutants_for
+
+OUTER = nb00_welcome.OUTER
+
+
+def correct_outer(a, b):
+    return a[:, None] * b[None, :]
+
+
+# ------------------------------------------------------------------ tripwires
+
+def test_tripwire_raises_inside_and_restores_after_an_exception():
+    originals = torch.einsum, torch.outer, torch.Tensor.outer
+    with pytest.raises(ZeroDivisionError):
+        with tripwires(("torch.einsum", "torch.outer", "torch.Tensor.outer")):
+            with pytest.raises(ForbiddenCallError, match="torch.einsum"):
+                torch.einsum("i,j->ij", torch.ones(2), torch.ones(3))
+            with pytest.raises(ForbiddenCallError, match="torch.Tensor.outer"):
+                torch.ones(2).outer(torch.ones(3))
+            1 / 0
+    assert (torch.einsum, torch.outer, torch.Tensor.outer) == originals
+    assert "outer" not in vars(torch.Tensor), "the inherited method must not stay shadowed"
+    assert torch.ones(2).outer(torch.ones(3)).shape == (2, 3)
+
+
+def test_tripwire_on_an_unknown_name_says_which():
+    with pytest.raises(AttributeError, match="no_such_function"):
+        with tripwires(("torch.no_such_function",)):
+            pass
+    assert not hasattr(torch, "no_such_function")
+
+
+def test_check_reports_a_forbidden_call_and_leaves_torch_unharmed(capsys):
+    with pytest.raises(AssertionError):
+        nb00_welcome.check_outer(lambda a, b: torch.outer(a, b))
+    assert "your code called torch.outer" in capsys.readouterr().out
+    assert torch.outer(torch.ones(2), torch.ones(3)).shape == (2, 3)
+
+
+# ------------------------------------------------------------------ devices
+
+def test_missing_gpu_is_pending_never_passed():
+    report = OUTER.run(correct_outer, cuda_available=False)
+    statuses = {(o.device, o.status) for o in report.outcomes}
+    assert statuses == {("cpu", PASS), ("cuda", PENDING)}
+    assert "pending" in report.text() and "cuda" in report.text()
+    assert all(o.device == "cpu" for o in report.outcomes if o.status == PASS)
+
+
+@pytest.mark.cuda
+def test_cuda_cases_run_where_there_is_a_gpu():
+    report = OUTER.run(correct_outer, cuda_available=True)
+    assert {(o.device, o.status) for o in report.outcomes} == {("cpu", PASS), ("cuda", PASS)}
+    wrong = OUTER.run(lambda a, b: correct_outer(a, b).cpu(), cuda_available=True)
+    assert any(o.device == "cuda" and o.status == FAIL for o in wrong.outcomes)
+
+
+# ------------------------------------------------------------------ pass / fail / diagnosis
+
+def test_check_passes_silently_on_a_correct_answer_and_raises_on_a_wrong_one(capsys):
+    nb00_welcome.check_outer(correct_outer)
+    assert "✓ cpu" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="check_outer"):
+        nb00_welcome.check_outer(lambda a, b: correct_outer(a, b) + 1)
+
+
+def test_a_learner_result_equal_to_a_mutant_gets_that_mutants_hint(capsys):
+    transposed = next(m for m in mutants_for("nb00_welcome.outer") if m.name == "outer_transposed")
+    with pytest.raises(AssertionError):
+        nb00_welcome.check_outer(lambda a, b: b[:, None] * a[None, :])
+    assert transposed.hint in capsys.readouterr().out
+
+
+def test_an_unexplained_wrong_result_gets_the_generic_hint(capsys):
+    with pytest.raises(AssertionError):
+        nb00_welcome.check_outer(lambda a, b: correct_outer(a, b) * 3)
+    out = capsys.readouterr().out
+    assert OUTER.hint in out
+    assert not any(m.hint in out for m in mutants_for(OUTER.id))
+
+
+def test_not_implemented_and_crashes_are_reported_not_raised_through(capsys):
+    def stub(a, b):
+        raise NotImplementedError()
+    with pytest.raises(AssertionError):
+        nb00_welcome.check_outer(stub)
+    assert "still raises NotImplementedError" in capsys.readouterr().out
+    with pytest.raises(AssertionError):
+        nb00_welcome.check_outer(lambda a, b: a.no_such_method())
+    assert "raised AttributeError" in capsys.readouterr().out
+
+
+def test_inputs_edited_in_place_do_not_change_the_expected_result():
+    def outer_then_vandalise(a, b):
+        result = correct_outer(a, b)
+        a.zero_()
+        return result
+    assert OUTER.run(outer_then_vandalise, cuda_available=False).passed
+
+
+@pytest.mark.parametrize("exercise", sorted(nb00_welcome.EXERCISES))
+def test_every_mutant_of_notebook_00_is_rejected(exercise):
+    spec = nb00_welcome.EXERCISES[exercise]
+    mutants = mutants_for(spec.id)
+    assert mutants, f"{spec.id} has no mutants"
+    for wrong in mutants:
+        public, hidden = spec.run(wrong.fn), spec.run(wrong.fn, hidden=True, seed=0)
+        assert public.failed or hidden.failed, f"mutant {wrong.name} passes {spec.id}'s checks"
+
+
+# ------------------------------------------------------------------ hidden cases and seeds
+
+def test_hidden_cases_come_from_the_seed_and_the_variable_reproduces_them(monkeypatch, capsys):
+    draws = lambda seed: [c.args for g in OUTER.hidden(torch.Generator().manual_seed(seed)) for c in g.cases]
+    same = all(torch.equal(x, y) for a, b in zip(draws(1), draws(1)) for x, y in zip(a, b))
+    assert same
+    assert any(x.shape != y.shape or not torch.equal(x, y) for a, b in zip(draws(1), draws(2)) for x, y in zip(a, b))
+    monkeypatch.setenv(SEED_VARIABLE, "777")
+    nb00_welcome.check_outer(correct_outer, hidden=True)
+    assert "seed 777" in capsys.readouterr().out
+    monkeypatch.setenv(SEED_VARIABLE, "not a number")
+    with pytest.raises(ValueError, match=SEED_VARIABLE):
+        nb00_welcome.check_outer(correct_outer, hidden=True)
+
+
+def test_hard_coded_public_answers_fail_the_hidden_check():
+    public = {tuple(c.args[0].tolist()) + tuple(c.args[1].tolist()): correct_outer(*c.args)
+              for g in OUTER.public() for c in g.cases}
+    memorised = lambda a, b: public[tuple(a.tolist()) + tuple(b.tolist())]
+    assert OUTER.run(memorised, cuda_available=False).passed
+    assert OUTER.run(memorised, hidden=True, seed=3, cuda_available=False).failed
+
+
+# ------------------------------------------------------------------ comparison
+
+def test_tolerance_follows_the_dtype():
+    exact = torch.tensor([1.0, 2.0])
+    assert mismatch(exact.half(), (exact + 1e-4).half()) is None
+    assert mismatch(exact, exact + 1e-4) is not None
+    assert mismatch(exact.double(), exact.double() + 1e-8) is not None
+    assert mismatch(torch.tensor([1, 2]), torch.tensor([1, 3])) is not None
+
+
+def test_mismatch_names_shape_dtype_and_kind():
+    assert "shape" in mismatch(torch.ones(2, 3), torch.ones(3, 2))
+    assert "dtype" in mismatch(torch.ones(2), torch.ones(2, dtype=torch.float64))
+    assert "tensor" in mismatch(torch.ones(2), np.ones(2))
+    assert mismatch(np.arange(3), np.arange(3)) is None
+    assert "index (1,)" in mismatch(np.arange(3.0), np.array([0.0, 5.0, 2.0]))
