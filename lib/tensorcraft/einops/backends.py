@@ -1,0 +1,117 @@
+"""How each step of a plan is spelled for numpy arrays and for torch tensors.
+
+`compile_steps(plan, array_type)` turns a backend-neutral `Plan` into a tuple of
+``(function, argument)`` pairs; running a plan is then just ``x = function(x, argument)`` for each
+pair. The functions are the ones einops calls (``permute``, ``amax``, ``expand``...), so results match
+einops to the bit.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+import numpy as np
+
+from tensorcraft.einops.errors import EinopsError
+from tensorcraft.einops.recipe import Plan
+
+Step = tuple[Callable[[Any, Any], Any], Any]
+
+
+def _one_axis_at_a_time(method: str) -> Callable:
+    """torch's prod (and, in einops, any/all) reduce one dimension per call: last axis first."""
+    def reduce(x, axes):
+        for axis in reversed(axes):
+            x = getattr(x, method)(axis)
+        return x
+    reduce.__name__ = f"{method}_one_axis_at_a_time"
+    return reduce
+
+
+def _numpy_tile(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Broadcast the new length-1 axes to ``shape`` and copy: numpy's repeat returns a fresh array."""
+    return np.broadcast_to(x, shape).copy()
+
+
+def _numpy_require_float(x: np.ndarray, context: str) -> np.ndarray:
+    if x.dtype.kind != "f":
+        raise EinopsError(f"{context}: mean needs a floating-point array, got dtype {x.dtype}")
+    return x
+
+
+def numpy_operations() -> dict[str, Callable]:
+    return {
+        "stack": np.stack, "concat": np.concatenate,
+        "reshape": np.ndarray.reshape,
+        "permute": np.ndarray.transpose,
+        "expand": _numpy_tile,
+        "require_float": _numpy_require_float,
+        "min": np.ndarray.min, "max": np.ndarray.max, "sum": np.ndarray.sum, "mean": np.ndarray.mean,
+        "prod": np.ndarray.prod, "any": np.ndarray.any, "all": np.ndarray.all,
+    }
+
+
+def torch_operations() -> dict[str, Callable]:
+    import torch
+
+    floats = {torch.float16, torch.float32, torch.float64, torch.bfloat16}
+
+    def require_float(x: torch.Tensor, context: str) -> torch.Tensor:
+        if x.dtype not in floats:
+            raise EinopsError(f"{context}: mean needs a floating-point tensor, got {x.dtype}")
+        return x
+
+    return {
+        "stack": torch.stack, "concat": torch.cat,
+        "reshape": torch.Tensor.reshape,
+        "permute": torch.Tensor.permute,
+        "expand": torch.Tensor.expand,
+        "require_float": require_float,
+        "min": torch.Tensor.amin, "max": torch.Tensor.amax, "sum": torch.Tensor.sum,
+        "mean": torch.Tensor.mean,
+        "prod": _one_axis_at_a_time("prod"), "any": _one_axis_at_a_time("any"),
+        "all": _one_axis_at_a_time("all"),
+    }
+
+
+_OPERATIONS: dict[type, dict[str, Callable]] = {}
+
+
+def operations_for(array_type: type) -> dict[str, Callable]:
+    """The step functions for numpy arrays or torch tensors (any device, any subclass)."""
+    operations = _OPERATIONS.get(array_type)
+    if operations is None:
+        torch = sys.modules.get("torch")  # a torch tensor exists only if torch was imported
+        if issubclass(array_type, np.ndarray):
+            operations = numpy_operations()
+        elif torch is not None and issubclass(array_type, torch.Tensor):
+            operations = torch_operations()
+        else:
+            raise EinopsError(f"expected a numpy array or a torch tensor (or a list of them), "
+                              f"got {array_type.__module__}.{array_type.__qualname__}")
+        _OPERATIONS[array_type] = operations
+    return operations
+
+
+def compile_steps(plan: Plan, array_type: type, context: str) -> tuple[Step, ...]:
+    """The plan as ``(function, argument)`` pairs. ``context`` prefixes a run-time error (mean of ints)."""
+    ops = operations_for(array_type)
+    operation = plan.recipe.operation
+    steps: list[Step] = []
+    if plan.init_shape is not None:
+        steps.append((ops["reshape"], plan.init_shape))
+    if plan.permutation is not None:
+        steps.append((ops["permute"], plan.permutation))
+    if plan.reduced_axes:
+        if callable(operation):
+            steps.append((operation, plan.reduced_axes))
+        else:
+            if operation == "mean":  # as einops: no mean of integers (torch refuses, numpy would cast)
+                steps.append((ops["require_float"], context))
+            steps.append((ops[operation], plan.reduced_axes))
+    if plan.expanded_shape is not None:
+        steps.append((ops["reshape"], plan.unsqueezed_shape))
+        steps.append((ops["expand"], plan.expanded_shape))
+    if plan.final_shape is not None:
+        steps.append((ops["reshape"], plan.final_shape))
+    return tuple(steps)

@@ -1,0 +1,63 @@
+"""`Rearrange` and `Reduce` as torch modules, for ``nn.Sequential``.
+
+A layer checks its pattern when it is built (as einops does: for every rank an ellipsis allows,
+up to 7 extra dimensions), so a typo fails at model construction, not at the first batch. It holds
+no parameters: its ``state_dict`` is empty, like einops'.
+"""
+from __future__ import annotations
+
+import torch
+
+from tensorcraft.einops.errors import EinopsError
+from tensorcraft.einops.ops import _apply
+from tensorcraft.einops.pattern import parse_expression, split_pattern
+from tensorcraft.einops.recipe import make_recipe
+
+
+def _check_pattern(layer: torch.nn.Module, operation, axes_lengths: dict) -> None:
+    """Build the recipe for each rank the pattern accepts; raise EinopsError naming the layer."""
+    try:
+        left = parse_expression(split_pattern(layer.pattern)[0])
+        n_named = len(left.dims) - 1 if left.has_ellipsis else len(left.dims)
+        ranks = range(n_named, n_named + 8) if left.has_ellipsis else [n_named]
+        for ndim in ranks:
+            make_recipe(layer.pattern, operation, ndim, tuple(axes_lengths))
+    except EinopsError as error:
+        raise EinopsError(f"while building {layer!r}: {error}") from None
+
+
+def _arguments(axes_lengths: dict) -> str:
+    return "".join(f", {name}={length}" for name, length in axes_lengths.items())
+
+
+class Rearrange(torch.nn.Module):
+    """``Rearrange("b c h w -> b (c h w)")``: the layer form of `rearrange`."""
+
+    def __init__(self, pattern: str, **axes_lengths: int) -> None:
+        super().__init__()
+        self.pattern = pattern
+        self.axes_lengths = axes_lengths
+        _check_pattern(self, "rearrange", axes_lengths)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _apply(x, self.pattern, "rearrange", self.axes_lengths)
+
+    def extra_repr(self) -> str:
+        return repr(self.pattern) + _arguments(self.axes_lengths)
+
+
+class Reduce(torch.nn.Module):
+    """``Reduce("b c (h 2) (w 2) -> b c h w", "max")``: the layer form of `reduce`."""
+
+    def __init__(self, pattern: str, reduction: str, **axes_lengths: int) -> None:
+        super().__init__()
+        self.pattern = pattern
+        self.reduction = reduction
+        self.axes_lengths = axes_lengths
+        _check_pattern(self, reduction, axes_lengths)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _apply(x, self.pattern, self.reduction, self.axes_lengths)
+
+    def extra_repr(self) -> str:
+        return f"{self.pattern!r}, {self.reduction!r}" + _arguments(self.axes_lengths)

@@ -1,0 +1,151 @@
+"""The public operations: rearrange, reduce, repeat, parse_shape (and pack, unpack, einsum).
+
+Every call looks up ``(pattern, operation, array type, shape, keyword lengths)`` in one dictionary;
+on a hit it runs the cached steps and nothing else. On a miss it builds the recipe and the plan
+(tensorcraft.einops.recipe), spells the plan for numpy or torch (tensorcraft.einops.backends),
+and stores the steps. The hot path is plain Python that torch.compile (Dynamo) traces without a
+graph break.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, TypeVar, Union
+
+from tensorcraft.einops.backends import compile_steps, operations_for
+from tensorcraft.einops.errors import EinopsError
+from tensorcraft.einops.named_einsum import einsum, einsum_equation
+from tensorcraft.einops.packing import pack, unpack
+from tensorcraft.einops.pattern import ELLIPSIS, AnonymousAxis, parse_expression
+from tensorcraft.einops.recipe import make_plan, make_recipe
+
+__all__ = ["rearrange", "reduce", "repeat", "parse_shape", "pack", "unpack", "einsum",
+           "einsum_equation", "EinopsError"]
+
+Tensor = TypeVar("Tensor")
+Reduction = Union[str, Callable[[Any, tuple[int, ...]], Any]]
+
+_STEPS: dict[tuple, tuple] = {}  # (pattern, operation, type, shape, *lengths) -> steps
+_MAX_CACHED_PLANS = 4096
+
+
+def _describe_call(operation: Reduction, pattern: str, shape, axes_lengths: dict) -> str:
+    """``reduce(x, "b c -> b", 'mean') on input of shape (2, 3)``: the start of every error message."""
+    if operation in ("rearrange", "repeat"):
+        call = f'{operation}(x, "{pattern}"'
+    else:
+        call = f'reduce(x, "{pattern}", {getattr(operation, "__name__", None) or repr(operation)}'
+    call += "".join(f", {name}={length!r}" for name, length in axes_lengths.items())
+    where = "on input of shape " + str(tuple(shape)) if shape is not None else "on this input"
+    return f"{call}) {where}"
+
+
+def _stack(tensors: list, pattern: str, operation: Reduction, axes_lengths: dict):
+    """A list of tensors is stacked along a new first axis, as einops does."""
+    context = _describe_call(operation, pattern, None, axes_lengths)
+    if len(tensors) == 0:
+        raise EinopsError(f"{context}: the list of tensors is empty")
+    try:
+        stack = operations_for(type(tensors[0]))["stack"]
+    except EinopsError as error:
+        raise EinopsError(f"{context}: {error}") from None
+    try:
+        return stack(tensors)
+    except Exception as error:  # shapes, dtypes, types or devices that do not stack
+        shapes = [tuple(getattr(t, "shape", ())) for t in tensors]
+        raise EinopsError(f"{context}: cannot stack the list of tensors with shapes {shapes}: {error}") from None
+
+
+def _new_steps(key: tuple, tensor, pattern: str, operation: Reduction, axes_lengths: dict) -> tuple:
+    """Cache miss: recipe -> plan -> steps, with errors that name the call and the shape."""
+    shape = tensor.shape
+    context = _describe_call(operation, pattern, shape, axes_lengths)
+    try:
+        recipe = make_recipe(pattern, operation, len(shape), tuple(axes_lengths))
+        plan = make_plan(recipe, tuple(shape), axes_lengths)
+        steps = compile_steps(plan, type(tensor), context)
+    except EinopsError as error:
+        raise EinopsError(f"{context}: {error}") from None
+    except TypeError as error:  # e.g. an unhashable reduction given to the recipe cache
+        raise EinopsError(f"{context}: {error}") from None
+    if len(_STEPS) >= _MAX_CACHED_PLANS:
+        _STEPS.clear()
+    _STEPS[key] = steps
+    return steps
+
+
+def _apply(tensor, pattern: str, operation: Reduction, axes_lengths: dict):
+    """The hot path shared by rearrange, reduce and repeat: one dict lookup, then the steps."""
+    if isinstance(tensor, list):
+        tensor = _stack(tensor, pattern, operation, axes_lengths)
+    try:
+        key = (pattern, operation, type(tensor), tensor.shape, *axes_lengths.items())
+    except AttributeError:  # no .shape: not an array at all
+        raise EinopsError(f"{_describe_call(operation, pattern, None, axes_lengths)}: expected a numpy "
+                          f"array or a torch tensor, got {type(tensor).__name__}") from None
+    steps = _STEPS.get(key)
+    if steps is None:
+        steps = _new_steps(key, tensor, pattern, operation, axes_lengths)
+    for step, argument in steps:
+        tensor = step(tensor, argument)
+    return tensor
+
+
+def rearrange(tensor, pattern: str, **axes_lengths: int):
+    """Reorder, compose and decompose axes: ``rearrange(x, "b (h w) c -> b c h w", h=2)``.
+
+    Returns a view when the backend can (as einops). A list of tensors is stacked first.
+    """
+    return _apply(tensor, pattern, "rearrange", axes_lengths)
+
+
+def reduce(tensor, pattern: str, reduction: Reduction, **axes_lengths: int):
+    """Rearrange, then reduce the axes missing on the right:
+    ``reduce(x, "b c (h 2) (w 2) -> b c h w", "max")``.
+
+    ``reduction`` is one of min, max, sum, mean, prod, any, all, or a function ``f(tensor, axes)``.
+    """
+    return _apply(tensor, pattern, reduction, axes_lengths)
+
+
+def repeat(tensor, pattern: str, **axes_lengths: int):
+    """Rearrange, then add (broadcast) the axes new on the right: ``repeat(x, "h w -> h w c", c=3)``."""
+    return _apply(tensor, pattern, "repeat", axes_lengths)
+
+
+def parse_shape(tensor, pattern: str) -> dict[str, int]:
+    """Name the dimensions of ``tensor``: ``parse_shape(x, "b _ h w") -> {"b": 2, "h": 5, "w": 7}``.
+
+    ``_`` skips a dimension, ``...`` skips any number of them, ``1`` and numbers are checked.
+    """
+    shape = getattr(tensor, "shape", None)
+    if shape is None:
+        operations_for(type(tensor))  # raises EinopsError naming the type
+    shape = tuple(shape)
+    where = f'parse_shape(x, "{pattern}") on input of shape {shape}'
+    try:
+        expression = parse_expression(pattern, allow_underscore=True)
+    except EinopsError as error:
+        raise EinopsError(f"{where}: {error}") from None
+    if expression.has_composed_dims or expression.ellipsis_in_group:
+        raise EinopsError(f"{where}: parse_shape cannot read composed axes like (h w)")
+    dims = list(expression.dims)
+    if ELLIPSIS in dims:
+        if len(shape) < len(dims) - 1:
+            raise EinopsError(f"{where}: the pattern needs at least {len(dims) - 1} dimensions")
+        at = dims.index(ELLIPSIS)
+        dims[at:at + 1] = [("_",)] * (len(shape) - len(dims) + 1)
+    elif len(shape) != len(dims):
+        raise EinopsError(f"{where}: the pattern names {len(dims)} dimensions, the input has {len(shape)}")
+    result = {}
+    for position, (dim, length) in enumerate(zip(dims, shape)):
+        if not dim:
+            if length != 1:
+                raise EinopsError(f"{where}: dimension {position} is written 1 but has length {length}")
+            continue
+        (axis,) = dim
+        if isinstance(axis, AnonymousAxis):
+            if axis.length != length:
+                raise EinopsError(f"{where}: dimension {position} is written {axis.length} "
+                                  f"but has length {length}")
+        elif axis != "_":
+            result[axis] = length
+    return result
