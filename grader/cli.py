@@ -19,6 +19,40 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check(args: argparse.Namespace) -> int:
+    from .selfcheck import run_check, table
+    verdicts = run_check(args.only or None, timeout=args.timeout)
+    print(table(verdicts))
+    problems = [f"{v.notebook}: {p}" for v in verdicts for p in v.problems]
+    for line in problems:
+        print(f"✗ {line}")
+    print("all checks pass" if not problems else f"{len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+def _autograde(args: argparse.Namespace) -> int:
+    from .autograde import autograde, print_summary
+    course = Course(args.course)
+    summary = autograde(args.submissions, course, workers=args.workers, timeout=args.timeout,
+                        csv_path=args.csv, feedback=not args.no_feedback, force=args.force)
+    print_summary(summary, course)
+    return 1 if summary.errors else 0
+
+
+def _feedback(args: argparse.Namespace) -> int:
+    from .course import put_python_scripts_on_path
+    from .feedback import feedback_exporter, stale_feedback, write_feedback
+    put_python_scripts_on_path()
+    course = Course(args.course)
+    pairs = stale_feedback(course) if not args.all else [
+        (p.parts[-3], p.parts[-2]) for p in sorted((course.root / "autograded").glob("*/*/*.ipynb"))]
+    exporter = feedback_exporter()
+    for learner, assignment in pairs:
+        print(f"feedback {write_feedback(course, learner, assignment, exporter)}")
+    print(f"{len(pairs)} feedback file(s) written")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     top.add_argument("--course", type=Path, default=DEFAULT_COURSE.root,
@@ -30,6 +64,25 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--solutions", type=Path, default=SOLUTIONS)
     build.add_argument("--notebooks", type=Path, default=NOTEBOOKS)
     build.set_defaults(run=_build)
+
+    check = commands.add_parser("check", help="solutions score full marks, releases zero, every mutant fails")
+    check.add_argument("only", nargs="*", help="notebooks to check (default: all), e.g. 00_welcome")
+    check.add_argument("--timeout", type=int, default=60, help="seconds a cell may run (default: %(default)s)")
+    check.set_defaults(run=_check)
+
+    grade = commands.add_parser("autograde", help="grade SUBMISSIONS/<learner>/<assignment>.ipynb in parallel")
+    grade.add_argument("submissions", type=Path, help="folder with one sub-folder per learner")
+    grade.add_argument("--workers", type=int, default=os.cpu_count(),
+                       help="notebooks executed at once (default: one per core, here %(default)s)")
+    grade.add_argument("--timeout", type=int, default=30, help="seconds a cell may run (default: %(default)s)")
+    grade.add_argument("--csv", type=Path, help="where to write the scores (default: COURSE/grades.csv)")
+    grade.add_argument("--no-feedback", action="store_true", help="skip writing feedback HTML")
+    grade.add_argument("--force", action="store_true", help="regrade submissions already graded")
+    grade.set_defaults(run=_autograde)
+
+    feedback = commands.add_parser("feedback", help="write feedback HTML (no hidden-test source) for graded notebooks")
+    feedback.add_argument("--all", action="store_true", help="rewrite every feedback file, not only stale ones")
+    feedback.set_defaults(run=_feedback)
     return top
 
 

@@ -13,9 +13,11 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 # Per-cell time limit while autograding (python -m grader autograde --timeout overrides it).
 c.Execute.timeout = 30
 
-# Feedback shows each test cell's output and score, never the source of its hidden tests.
+# Feedback shows each test cell's output and score, never the source of its hidden tests
+# (neither in the cell nor quoted by its traceback).
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "nbgrader.preprocessors.ClearHiddenTests",
+    "grader.feedback_tracebacks.ShortenTestCellTracebacks",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]

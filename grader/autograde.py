@@ -1,0 +1,185 @@
+"""`python -m grader autograde SUBMISSIONS`: grade a class in parallel, resumably.
+
+Per submission: the parent copies it into the course directory (nbgrader's
+``submitted/<learner>/<assignment>/``) and registers it in the gradebook; a worker process
+executes it (``execute.execute_submission``, reading the gradebook only); the parent writes the
+autograded notebook, saves its scores (nbgrader's SaveAutoGrades: the one writer of the SQLite
+gradebook), then records the submission as done. A rerun skips every submission recorded as done
+whose file has not changed since, so a run killed half-way resumes where it stopped and loses
+nothing it had finished. Afterwards: the CSV of scores and the feedback HTML.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbgrader.api import Gradebook
+from nbgrader.preprocessors import SaveAutoGrades
+from tqdm import tqdm
+
+from .course import Course, put_python_scripts_on_path
+from .execute import Executed, execute_submission
+from .export import write_csv
+from .feedback import feedback_exporter, stale_feedback, write_feedback
+from .submissions import Submission, find_submissions
+
+
+@dataclass
+class Outcome:
+    submission: Submission
+    status: str                 # "graded", "skipped" (already done) or "error"
+    score: float | None = None
+    max_score: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Summary:
+    outcomes: list[Outcome]
+    skipped_files: list[str]
+    csv: Path | None
+    feedback: list[Path]
+    seconds: float
+
+    @property
+    def errors(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status == "error"]
+
+
+# ---------------------------------------------------------------- the record of what is done
+
+def _done_marker(course: Course, submission: Submission) -> Path:
+    return course.root / "grader_state" / submission.learner / f"{submission.assignment}.json"
+
+
+def _is_done(course: Course, submission: Submission) -> bool:
+    marker, autograded = _done_marker(course, submission), course.autograded(submission.learner, submission.assignment)
+    if not marker.exists() or not autograded.exists():
+        return False
+    record = json.loads(marker.read_text())
+    return record.get("submission_sha256") == submission.sha256()
+
+
+def _mark_done(course: Course, submission: Submission, sha256: str) -> None:
+    marker = _done_marker(course, submission)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    partial = marker.with_suffix(".partial")
+    partial.write_text(json.dumps({"submission_sha256": sha256}))
+    os.replace(partial, marker)
+
+
+# ---------------------------------------------------------------- parent-side steps
+
+def _register(course: Course, todo: list[Submission]) -> dict[Submission, str]:
+    """Copy each submission into submitted/ and create its learner and submission in the gradebook."""
+    hashes = {}
+    with Gradebook(course.db_url) as gradebook, warnings.catch_warnings():
+        # nbgrader's update_or_create_submission trips SQLAlchemy autoflush warnings; they are harmless
+        warnings.filterwarnings("ignore", message=".*not in session.*")
+        for submission in todo:
+            hashes[submission] = submission.sha256()
+            target = course.submitted(submission.learner, submission.assignment)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial = target.with_suffix(".partial")
+            shutil.copyfile(submission.path, partial)
+            os.replace(partial, target)
+            gradebook.update_or_create_student(submission.learner)
+            gradebook.update_or_create_submission(submission.assignment, submission.learner)
+    return hashes
+
+
+def _save(course: Course, executed: Executed) -> tuple[float, float]:
+    """Write the autograded notebook and save its scores; the only gradebook writes of grading."""
+    notebook = nbformat.reads(executed.notebook_json, as_version=4)
+    target = course.autograded(executed.learner, executed.assignment)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    partial.write_text(executed.notebook_json, encoding="utf-8")
+    os.replace(partial, target)
+    resources = {"nbgrader": {"student": executed.learner, "assignment": executed.assignment,
+                              "notebook": executed.assignment, "db_url": course.db_url}}
+    SaveAutoGrades().preprocess(notebook, resources)
+    with Gradebook(course.db_url) as gradebook:
+        graded = gradebook.find_submission_notebook(executed.assignment, executed.assignment, executed.learner)
+        return graded.score, graded.max_score
+
+
+# ---------------------------------------------------------------- the whole run
+
+def autograde(folder: Path, course: Course, *, workers: int | None = None, timeout: int = 30,
+              csv_path: Path | None = None, feedback: bool = True, force: bool = False,
+              progress: bool = True) -> Summary:
+    """Grade every submission in ``folder`` that is not graded yet (all of them with ``force``)."""
+    started = time.perf_counter()
+    put_python_scripts_on_path()
+    assignments = course.assignments()
+    if not assignments:
+        raise FileNotFoundError(f"{course.root} holds no built assignment: run `python -m grader build` first")
+    submissions, skipped_files = find_submissions(folder, assignments)
+    outcomes = [Outcome(s, "skipped") for s in submissions if not force and _is_done(course, s)]
+    todo = [s for s in submissions if force or not _is_done(course, s)]
+    hashes = _register(course, todo)
+
+    workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
+    bar = tqdm(total=len(todo), desc="autograde", unit="notebook", disable=not progress or not todo)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(execute_submission, course.submitted(s.learner, s.assignment),
+                               course.autograded(s.learner, s.assignment).parent, course.db_url,
+                               s.learner, s.assignment, timeout): s for s in todo}
+        for future in as_completed(futures):
+            submission = futures[future]
+            try:
+                executed = future.result()
+            except Exception as error:  # a worker that died: reported, the batch goes on
+                executed = Executed(submission.learner, submission.assignment,
+                                    problem=f"worker failed: {type(error).__name__}: {error}")
+            if executed.problem:
+                outcomes.append(Outcome(submission, "error", notes=[executed.problem]))
+            else:
+                score, max_score = _save(course, executed)
+                _mark_done(course, submission, hashes[submission])
+                outcomes.append(Outcome(submission, "graded", score, max_score, executed.notes))
+            bar.update(1)
+            bar.set_postfix_str(f"{submission.learner}/{submission.assignment}")
+    bar.close()
+
+    csv_written = write_csv(course, csv_path or course.root / "grades.csv")
+    written = []
+    if feedback:
+        exporter = feedback_exporter()
+        written = [write_feedback(course, learner, assignment, exporter)
+                   for learner, assignment in stale_feedback(course)]
+    outcomes.sort(key=lambda o: (o.submission.learner, o.submission.assignment))
+    return Summary(outcomes, skipped_files, csv_written, written, time.perf_counter() - started)
+
+
+def print_summary(summary: Summary, course: Course) -> None:
+    with Gradebook(course.db_url) as gradebook:
+        scores = {}
+        for outcome in summary.outcomes:
+            if outcome.status != "error":
+                s = outcome.submission
+                graded = gradebook.find_submission_notebook(s.assignment, s.assignment, s.learner)
+                scores[s] = (graded.score, graded.max_score)
+    print(f"{'learner':<20} {'assignment':<20} {'score':>9}  status")
+    for outcome in summary.outcomes:
+        s = outcome.submission
+        score = "-" if s not in scores else f"{scores[s][0]:g}/{scores[s][1]:g}"
+        print(f"{s.learner:<20} {s.assignment:<20} {score:>9}  {outcome.status}"
+              + "".join(f"; {note}" for note in outcome.notes))
+    for line in summary.skipped_files:
+        print(f"not graded: {line}")
+    graded = sum(o.status == "graded" for o in summary.outcomes)
+    done = sum(o.status == "skipped" for o in summary.outcomes)
+    print(f"{graded} graded, {done} already graded (skipped), {len(summary.errors)} errors, "
+          f"{len(summary.feedback)} feedback files written, in {summary.seconds:.1f} s")
+    if summary.csv:
+        print(f"scores: {summary.csv}")

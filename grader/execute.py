@@ -1,0 +1,110 @@
+"""Run one learner notebook the way nbgrader's autograde does, but safe to run in parallel.
+
+nbgrader's ``autograde`` sanitizes a submission (locked and test cells restored from the
+gradebook, outputs cleared), executes it, and saves the scores. Here the first two steps run in a
+worker process and only *read* the gradebook; the scores are saved by the parent process alone
+(see ``autograde``), because SQLite allows one writer at a time.
+
+Two things nbgrader's own executor handles badly are handled here: a cell whose kernel dies, and
+a cell that does not stop when interrupted at its time limit. In both cases the cell gets an error
+output (so it scores 0), the kernel is given up, and every later code cell gets an error output
+saying why it did not run (so it scores 0 too, instead of passing with no output).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbformat.notebooknode import NotebookNode
+from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds, Execute, LimitOutput,
+                                    OverwriteCells, OverwriteKernelspec)
+
+
+def _error_output(ename: str, evalue: str) -> NotebookNode:
+    return nbformat.v4.new_output("error", ename=ename, evalue=evalue,
+                                  traceback=[f"\x1b[0;31m{ename}\x1b[0m: {evalue}"])
+
+
+def _cell_name(cell: NotebookNode, index: int) -> str:
+    grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+    return f"cell {index} ({grade_id})" if grade_id else f"cell {index}"
+
+
+class GuardedExecute(Execute):
+    """nbgrader's Execute, which gives 0 to a cell that kills or hangs its kernel, and to every
+    cell after it, instead of aborting the whole notebook."""
+
+    shutdown_kernel = "immediate"   # a hung kernel is killed, not waited for
+    lost: str | None = None         # why the kernel was given up, once it was
+
+    def preprocess(self, nb, resources=None, km=None):
+        self.lost = None
+        try:
+            return super().preprocess(nb, resources, km)
+        except (DeadKernelError, CellTimeoutError, RuntimeError):
+            # Shutting down a dead kernel can fail too; the cells already carry their outputs.
+            if self.lost is None:
+                raise
+            return self.nb, resources
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type != "code" or not cell.source.strip():
+            return cell, resources
+        if self.lost is not None:
+            cell.outputs = [_error_output("CellNotRun", f"this cell did not run: {self.lost}")]
+            return cell, resources
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            self.lost = f"the kernel died in {_cell_name(cell, index)}"
+            cell.outputs.append(_error_output("DeadKernelError", "the kernel died while this cell ran"))
+        except CellTimeoutError:
+            self.lost = f"{_cell_name(cell, index)} did not stop when interrupted at its {self.timeout} s limit"
+            cell.outputs.append(_error_output(
+                "CellTimeoutError", f"this cell ran past its {self.timeout} s limit and ignored the interrupt"))
+        return cell, resources
+
+
+@dataclass
+class Executed:
+    """What a worker hands back: the executed notebook (JSON) or why it could not be produced."""
+    learner: str
+    assignment: str
+    notebook_json: str = ""
+    problem: str = ""                      # empty when the notebook was executed
+    notes: list[str] = field(default_factory=list)
+
+
+def execute_submission(submitted: Path, autograded_dir: Path, db_url: str, learner: str, assignment: str,
+                       timeout: int) -> Executed:
+    """Sanitize and execute one submission; read-only on the gradebook. Runs in a worker process."""
+    try:
+        notebook = nbformat.read(submitted, as_version=4)
+    except Exception as error:  # not a notebook at all: reported, the batch goes on
+        return Executed(learner, assignment, problem=f"{submitted} is not a readable notebook: {error}")
+    resources = {"nbgrader": {"student": learner, "assignment": assignment, "notebook": assignment,
+                              "db_url": db_url},
+                 "metadata": {"path": str(autograded_dir)}}
+    autograded_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        for step in (ClearOutput(), DeduplicateIds(), OverwriteKernelspec(), OverwriteCells(), CheckCellMetadata()):
+            notebook, resources = step.preprocess(notebook, resources)
+        executor = GuardedExecute(timeout=timeout)
+        previous = os.environ.get("NBGRADER_EXECUTION")
+        os.environ["NBGRADER_EXECUTION"] = "autograde"
+        try:
+            notebook, resources = executor.preprocess(notebook, resources)
+        finally:
+            if previous is None:
+                os.environ.pop("NBGRADER_EXECUTION", None)
+            else:
+                os.environ["NBGRADER_EXECUTION"] = previous
+        notebook, resources = LimitOutput().preprocess(notebook, resources)
+        notebook, resources = CheckCellMetadata().preprocess(notebook, resources)
+    except Exception as error:
+        return Executed(learner, assignment, problem=f"could not grade {submitted}: {type(error).__name__}: {error}")
+    notes = [executor.lost] if executor.lost else []
+    return Executed(learner, assignment, nbformat.writes(notebook), notes=notes)

@@ -1,0 +1,49 @@
+"""Scores out of the gradebook into a CSV: one row per learner and assignment, one column per
+graded cell, then the total."""
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+from nbgrader.api import Gradebook
+
+from .course import Course
+
+
+def score_rows(course: Course) -> tuple[list[str], list[dict[str, object]]]:
+    """The CSV's header and rows, from every submission recorded in the gradebook."""
+    rows: list[dict[str, object]] = []
+    columns: list[str] = []
+    with Gradebook(course.db_url) as gradebook:
+        for assignment in sorted(gradebook.assignments, key=lambda a: a.name):
+            for notebook in sorted(assignment.notebooks, key=lambda n: n.name):
+                cells = sorted(notebook.grade_cells, key=lambda c: c.name)
+                for cell in cells:
+                    if cell.name not in columns:
+                        columns.append(cell.name)
+                for submission in sorted(notebook.submissions, key=lambda s: s.student.id):
+                    row: dict[str, object] = {"learner": submission.student.id, "assignment": assignment.name}
+                    for grade in submission.grades:
+                        row[grade.name] = _number(grade.score)
+                    row["total"], row["max"] = _number(submission.score), _number(submission.max_score)
+                    rows.append(row)
+    return ["learner", "assignment", *columns, "total", "max"], rows
+
+
+def _number(value: float | None) -> object:
+    if value is None:
+        return ""
+    return int(value) if float(value).is_integer() else round(float(value), 3)
+
+
+def write_csv(course: Course, path: Path) -> Path:
+    header, rows = score_rows(course)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(path.suffix + ".partial")
+    with partial.open("w", newline="", encoding="utf-8") as stream:
+        writer = csv.DictWriter(stream, fieldnames=header, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(partial, path)
+    return path

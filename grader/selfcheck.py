@@ -1,0 +1,135 @@
+"""`python -m grader check`: prove the course grades what it should, before learners see it.
+
+For every notebook: the solution scores full marks through the real autograde pipeline; the
+untouched release scores zero, with every test cell failing cleanly on an AssertionError from a
+check (not on a crash of the grader); every known-wrong answer (mutant) of every exercise is
+rejected by that exercise's checks, and an exercise without mutants is an error; the committed
+learner notebook is what a fresh build produces.
+"""
+from __future__ import annotations
+
+import importlib
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from .autograde import autograde
+from .build import build, solution_files
+from .course import NOTEBOOKS, SOLUTIONS, Course
+from .mutants import mutants_for
+
+SOLUTION, RELEASE = "solution", "release"
+MUTANT_SEED = 0   # hidden cases for mutants are drawn from a fixed seed, so a check run is repeatable
+
+
+@dataclass
+class NotebookVerdict:
+    notebook: str
+    points: float = 0
+    solution_score: float | None = None
+    release_score: float | None = None
+    mutants_rejected: int = 0
+    mutants_total: int = 0
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+
+def checks_module(assignment: str):
+    """grader.checks.nb<assignment>, e.g. 00_welcome -> grader.checks.nb00_welcome."""
+    return importlib.import_module(f"grader.checks.nb{assignment}")
+
+
+def check_mutants(assignment: str, verdict: NotebookVerdict) -> None:
+    try:
+        exercises = checks_module(assignment).EXERCISES
+    except (ModuleNotFoundError, AttributeError) as error:
+        verdict.problems.append(f"no exercises for {assignment}: grader.checks.nb{assignment}.EXERCISES ({error})")
+        return
+    for name, exercise in exercises.items():
+        mutants = mutants_for(exercise.id)
+        if not mutants:
+            verdict.problems.append(f"exercise {exercise.id} has no mutants in grader/mutants/nb{assignment}.py")
+        for wrong in mutants:
+            verdict.mutants_total += 1
+            public = exercise.run(wrong.fn)
+            hidden = exercise.run(wrong.fn, hidden=True, seed=MUTANT_SEED)
+            if public.failed or hidden.failed:
+                verdict.mutants_rejected += 1
+            else:
+                verdict.problems.append(f"mutant {wrong.name} of {exercise.id} passes its checks")
+
+
+def _graded_errors(notebook: Path) -> list[tuple[str, list[str]]]:
+    """(grade_id, error names) of every graded cell of an executed notebook."""
+    nb = nbformat.read(notebook, as_version=4)
+    return [(c.metadata["nbgrader"]["grade_id"], [o.get("ename", "") for o in c.outputs if o.output_type == "error"])
+            for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")]
+
+
+def _all_errors(notebook: Path) -> list[str]:
+    nb = nbformat.read(notebook, as_version=4)
+    return [f"cell {i}: {o.get('ename')}: {o.get('evalue')}" for i, c in enumerate(nb.cells) if c.cell_type == "code"
+            for o in c.get("outputs", []) if o.output_type == "error"]
+
+
+def check_notebook(course: Course, assignment: str, workspace: Path, timeout: int) -> NotebookVerdict:
+    verdict = NotebookVerdict(assignment)
+    started = time.perf_counter()
+    submissions = workspace / f"submissions-{assignment}"
+    for learner, source in ((SOLUTION, course.source(assignment)), (RELEASE, course.release(assignment))):
+        (submissions / learner).mkdir(parents=True, exist_ok=True)
+        (submissions / learner / f"{assignment}.ipynb").write_bytes(source.read_bytes())
+    summary = autograde(submissions, course, workers=2, timeout=timeout, feedback=False, progress=False)
+    for outcome in summary.outcomes:
+        if outcome.status == "error":
+            verdict.problems.append(f"{outcome.submission.learner}: {'; '.join(outcome.notes)}")
+            continue
+        verdict.points = outcome.max_score or 0
+        autograded = course.autograded(outcome.submission.learner, assignment)
+        if outcome.submission.learner == SOLUTION:
+            verdict.solution_score = outcome.score
+            if outcome.score != outcome.max_score:
+                verdict.problems.append(f"the solution scores {outcome.score:g}/{outcome.max_score:g}")
+            verdict.problems += [f"the solution raised in {e}" for e in _all_errors(autograded)]
+        else:
+            verdict.release_score = outcome.score
+            if outcome.score != 0:
+                verdict.problems.append(f"the untouched release scores {outcome.score:g}, not 0")
+            for grade_id, errors in _graded_errors(autograded):
+                if errors != ["AssertionError"]:
+                    verdict.problems.append(f"release cell {grade_id} failed with {errors or 'no error'}, "
+                                            "not one AssertionError from its check")
+    if verdict.points == 0:
+        verdict.problems.append("the notebook has no graded points")
+    check_mutants(assignment, verdict)
+    committed = NOTEBOOKS / f"{assignment}.ipynb"
+    fresh = workspace / "notebooks" / f"{assignment}.ipynb"
+    if not committed.exists() or committed.read_bytes() != fresh.read_bytes():
+        verdict.problems.append(f"{committed} is not what build produces: run `python -m grader build`")
+    verdict.seconds = time.perf_counter() - started
+    return verdict
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def table(verdicts: list[NotebookVerdict]) -> str:
+    lines = [f"{'notebook':<24} {'points':>6} {'solution':>8} {'release':>7} {'mutants rejected':>16} {'seconds':>7}  ok"]
+    for v in verdicts:
+        lines.append(f"{v.notebook:<24} {v.points:>6g} {_score(v.solution_score):>8} {_score(v.release_score):>7} "
+                     f"{f'{v.mutants_rejected}/{v.mutants_total}':>16} {v.seconds:>7.1f}  {'✓' if not v.problems else '✗'}")
+    return "\n".join(lines)
+
+
+def run_check(only: list[str] | None = None, timeout: int = 60, solutions: Path = SOLUTIONS) -> list[NotebookVerdict]:
+    """Check every notebook (or those in ``only``) in a throw-away course directory."""
+    with tempfile.TemporaryDirectory(prefix="grader-check-") as temporary:
+        workspace = Path(temporary)
+        course = Course(workspace / "course")
+        build(course, solutions, workspace / "notebooks", only)
+        assignments = [s.stem for s in solution_files(solutions) if not only or s.stem in only]
+        return [check_notebook(course, a, workspace, timeout) for a in assignments]
