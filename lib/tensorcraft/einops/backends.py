@@ -7,6 +7,7 @@ einops to the bit.
 """
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any, Callable
 
@@ -28,6 +29,11 @@ def _one_axis_at_a_time(method: str) -> Callable:
     return reduce
 
 
+def _numpy_reshape(x, shape: tuple[int, ...]):
+    """A method call, not ``np.ndarray.reshape``: after a full reduction numpy hands back a scalar."""
+    return x.reshape(shape)
+
+
 def _numpy_tile(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """Broadcast the new length-1 axes to ``shape`` and copy: numpy's repeat returns a fresh array."""
     return np.broadcast_to(x, shape).copy()
@@ -42,7 +48,7 @@ def _numpy_require_float(x: np.ndarray, context: str) -> np.ndarray:
 def numpy_operations() -> dict[str, Callable]:
     return {
         "stack": np.stack, "concat": np.concatenate,
-        "reshape": np.ndarray.reshape,
+        "reshape": _numpy_reshape,
         "permute": np.ndarray.transpose,
         "expand": _numpy_tile,
         "require_float": _numpy_require_float,
@@ -74,23 +80,16 @@ def torch_operations() -> dict[str, Callable]:
     }
 
 
-_OPERATIONS: dict[type, dict[str, Callable]] = {}
-
-
+@functools.lru_cache(maxsize=None)
 def operations_for(array_type: type) -> dict[str, Callable]:
     """The step functions for numpy arrays or torch tensors (any device, any subclass)."""
-    operations = _OPERATIONS.get(array_type)
-    if operations is None:
-        torch = sys.modules.get("torch")  # a torch tensor exists only if torch was imported
-        if issubclass(array_type, np.ndarray):
-            operations = numpy_operations()
-        elif torch is not None and issubclass(array_type, torch.Tensor):
-            operations = torch_operations()
-        else:
-            raise EinopsError(f"expected a numpy array or a torch tensor (or a list of them), "
-                              f"got {array_type.__module__}.{array_type.__qualname__}")
-        _OPERATIONS[array_type] = operations
-    return operations
+    torch = sys.modules.get("torch")  # a torch tensor exists only if torch was imported
+    if issubclass(array_type, np.ndarray):
+        return numpy_operations()
+    if torch is not None and issubclass(array_type, torch.Tensor):
+        return torch_operations()
+    raise EinopsError(f"expected a numpy array or a torch tensor (or a list of them), "
+                      f"got {array_type.__module__}.{array_type.__qualname__}")
 
 
 def compile_steps(plan: Plan, array_type: type, context: str) -> tuple[Step, ...]:

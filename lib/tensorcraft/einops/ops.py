@@ -1,6 +1,6 @@
 """The public operations: rearrange, reduce, repeat, parse_shape (and pack, unpack, einsum).
 
-Every call looks up ``(pattern, operation, array type, shape, keyword lengths)`` in one dictionary;
+Every call looks up ``(pattern, operation, array type, shape, keyword lengths)`` in one cache;
 on a hit it runs the cached steps and nothing else. On a miss it builds the recipe and the plan
 (tensorcraft.einops.recipe), spells the plan for numpy or torch (tensorcraft.einops.backends),
 and stores the steps. The hot path is plain Python that torch.compile (Dynamo) traces without a
@@ -8,6 +8,7 @@ graph break.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, TypeVar, Union
 
 from tensorcraft.einops.backends import compile_steps, operations_for
@@ -23,8 +24,6 @@ __all__ = ["rearrange", "reduce", "repeat", "parse_shape", "pack", "unpack", "ei
 Tensor = TypeVar("Tensor")
 Reduction = Union[str, Callable[[Any, tuple[int, ...]], Any]]
 
-_STEPS: dict[tuple, tuple] = {}  # (pattern, operation, type, shape, *lengths) -> steps
-_MAX_CACHED_PLANS = 4096
 
 
 def _describe_call(operation: Reduction, pattern: str, shape, axes_lengths: dict) -> str:
@@ -54,36 +53,38 @@ def _stack(tensors: list, pattern: str, operation: Reduction, axes_lengths: dict
         raise EinopsError(f"{context}: cannot stack the list of tensors with shapes {shapes}: {error}") from None
 
 
-def _new_steps(key: tuple, tensor, pattern: str, operation: Reduction, axes_lengths: dict) -> tuple:
-    """Cache miss: recipe -> plan -> steps, with errors that name the call and the shape."""
-    shape = tensor.shape
+@functools.lru_cache(maxsize=4096)
+def steps_for(pattern: str, operation: Reduction, array_type: type, shape: tuple,
+              lengths: tuple[tuple[str, int], ...]) -> tuple:
+    """recipe -> plan -> steps, cached; errors name the call and the shape.
+
+    An ``lru_cache``, not a dict: Dynamo traces straight through it (it skips the cache wrapper),
+    so a compiled model installs no guard on the cache and never recompiles when it grows.
+    """
+    axes_lengths = dict(lengths)
     context = _describe_call(operation, pattern, shape, axes_lengths)
     try:
         recipe = make_recipe(pattern, operation, len(shape), tuple(axes_lengths))
         plan = make_plan(recipe, tuple(shape), axes_lengths)
-        steps = compile_steps(plan, type(tensor), context)
+        return compile_steps(plan, array_type, context)
     except EinopsError as error:
         raise EinopsError(f"{context}: {error}") from None
-    except TypeError as error:  # e.g. an unhashable reduction given to the recipe cache
-        raise EinopsError(f"{context}: {error}") from None
-    if len(_STEPS) >= _MAX_CACHED_PLANS:
-        _STEPS.clear()
-    _STEPS[key] = steps
-    return steps
 
 
 def _apply(tensor, pattern: str, operation: Reduction, axes_lengths: dict):
-    """The hot path shared by rearrange, reduce and repeat: one dict lookup, then the steps."""
+    """The hot path shared by rearrange, reduce and repeat: one cache lookup, then the steps."""
     if isinstance(tensor, list):
         tensor = _stack(tensor, pattern, operation, axes_lengths)
     try:
-        key = (pattern, operation, type(tensor), tensor.shape, *axes_lengths.items())
-    except AttributeError:  # no .shape: not an array at all
+        shape = tensor.shape
+    except AttributeError:  # not an array at all
         raise EinopsError(f"{_describe_call(operation, pattern, None, axes_lengths)}: expected a numpy "
                           f"array or a torch tensor, got {type(tensor).__name__}") from None
-    steps = _STEPS.get(key)
-    if steps is None:
-        steps = _new_steps(key, tensor, pattern, operation, axes_lengths)
+    lengths = tuple(axes_lengths.items()) if axes_lengths else ()
+    try:
+        steps = steps_for(pattern, operation, type(tensor), shape, lengths)
+    except TypeError:  # something unhashable (a list as a length, a lambda in a list...): no cache
+        steps = steps_for.__wrapped__(pattern, operation, type(tensor), shape, lengths)
     for step, argument in steps:
         tensor = step(tensor, argument)
     return tensor

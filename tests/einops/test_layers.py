@@ -1,0 +1,86 @@
+"""Rearrange / Reduce layers against einops.layers.torch: outputs, state_dict, repr, early errors."""
+import einops
+import einops.layers.torch as einops_layers
+import pytest
+import torch
+
+from tensorcraft.einops import EinopsError
+from tensorcraft.einops.layers import Rearrange, Reduce
+
+
+def _model(layers_module, with_lengths=True):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        layers_module.Reduce("b c (h h2) (w w2) -> b c h w", "max", h2=2, w2=2),
+        layers_module.Rearrange("b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=2, p2=2),
+        layers_module.Reduce("b n d -> b d", "mean"),
+        torch.nn.Linear(32, 5),
+        layers_module.Rearrange("... (k one) -> ... k one", one=1),
+    )
+
+
+def test_sequential_gives_einops_output_and_state_dict():
+    ours, theirs = _model(__import__("tensorcraft.einops.layers", fromlist=["x"])), _model(einops_layers)
+    assert ours.state_dict().keys() == theirs.state_dict().keys()
+    for key, value in theirs.state_dict().items():
+        torch.testing.assert_close(ours.state_dict()[key], value, rtol=0, atol=0)
+    x = torch.randn(2, 3, 8, 8)
+    torch.testing.assert_close(ours(x), theirs(x), rtol=0, atol=0)
+    assert Rearrange("a b -> b a").state_dict() == einops_layers.Rearrange("a b -> b a").state_dict() == {}
+
+
+def test_gradients_flow_as_through_einops():
+    ours, theirs = _model(__import__("tensorcraft.einops.layers", fromlist=["x"])), _model(einops_layers)
+    x = torch.randn(2, 3, 8, 8)
+    ours(x).sum().backward()
+    theirs(x).sum().backward()
+    for (name, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    (("b c h w -> b (c h w)",), {}), (("b (h w) -> b h w",), {"h": 2}), (("... c -> c ...",), {}),
+])
+def test_repr_is_einops_repr(args, kwargs):
+    assert repr(Rearrange(*args, **kwargs)) == repr(einops_layers.Rearrange(*args, **kwargs))
+    pattern = args[0].replace("->", "-> 1 1 ") if "..." not in args[0] else args[0]
+    assert repr(Reduce(pattern, "max", **kwargs)) == repr(einops_layers.Reduce(pattern, "max", **kwargs))
+
+
+@pytest.mark.parametrize("layer, args, kwargs", [
+    ("Rearrange", ("b c -> b c d",), {}),
+    ("Rearrange", ("b c -> b",), {}),
+    ("Rearrange", ("b (c d) -> b c d",), {}),
+    ("Rearrange", ("b c -> b c",), {"q": 2}),
+    ("Rearrange", ("b c",), {}),
+    ("Rearrange", ("b ... c ... -> b",), {}),
+    ("Reduce", ("b c -> b", "median"), {}),
+    ("Reduce", ("b c -> b d", "max"), {}),
+    ("Rearrange", ("b (c d) -> b c d",), {"d": 2}),   # fine
+    ("Reduce", ("b ... -> b", "mean"), {}),           # fine
+])
+def test_pattern_errors_are_raised_at_construction_where_einops_raises(layer, args, kwargs):
+    try:
+        getattr(einops_layers, layer)(*args, **kwargs)
+    except Exception:
+        with pytest.raises(EinopsError, match="while building"):
+            globals()[layer](*args, **kwargs)
+        return
+    globals()[layer](*args, **kwargs)
+
+
+def test_shape_errors_surface_at_call_time():
+    layer = Rearrange("b (h w) -> b h w", h=4)
+    with pytest.raises(EinopsError, match="6 is not divisible by 4"):
+        layer(torch.zeros(2, 6))
+    with pytest.raises(einops.EinopsError):
+        einops_layers.Rearrange("b (h w) -> b h w", h=4)(torch.zeros(2, 6))
+
+
+@pytest.mark.cuda
+def test_layers_on_cuda_match_einops():
+    ours = _model(__import__("tensorcraft.einops.layers", fromlist=["x"])).cuda()
+    theirs = _model(einops_layers).cuda()
+    x = torch.randn(2, 3, 8, 8, device="cuda")
+    torch.testing.assert_close(ours(x), theirs(x), rtol=0, atol=0)
