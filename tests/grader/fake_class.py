@@ -1,0 +1,50 @@
+"""A small fake class of notebook-00 submissions, one learner per way of handing in."""
+import copy
+from pathlib import Path
+
+import nbformat
+
+from grader.course import NOTEBOOKS
+
+CORRECT_OUTER = "return a[:, None] * b[None, :]"
+CORRECT_ROWS = "return x / x.sum(dim=1, keepdim=True)"
+
+# learner -> (outer body, normalize_rows body); None keeps the release's stubs
+LEARNERS = {
+    "correct": (CORRECT_OUTER, CORRECT_ROWS),
+    "wrong": ("return b[:, None] * a[None, :]", CORRECT_ROWS),
+    "untouched": None,
+    "raises": ("raise ValueError('oops')", CORRECT_ROWS),
+    "loops": ("while True:\n        pass", CORRECT_ROWS),
+    "kills": ("import os\n    os.kill(os.getpid(), 9)", CORRECT_ROWS),
+}
+# learner -> {grade_id: points}, what nbgrader must record
+EXPECTED = {
+    "correct": {"outer_tests": 2, "normalize_rows_tests": 2},
+    "wrong": {"outer_tests": 0, "normalize_rows_tests": 2},
+    "untouched": {"outer_tests": 0, "normalize_rows_tests": 0},
+    "raises": {"outer_tests": 0, "normalize_rows_tests": 2},
+    "loops": {"outer_tests": 0, "normalize_rows_tests": 2},       # the timeout interrupts, the kernel lives on
+    "kills": {"outer_tests": 0, "normalize_rows_tests": 0},       # the kernel is gone: later cells score 0
+}
+HIDDEN_SOURCE = ("BEGIN HIDDEN TESTS", "check_outer(outer, hidden=True)",
+                 "check_normalize_rows(normalize_rows, hidden=True)")
+
+
+def submission(outer_body: str | None, rows_body: str | None) -> nbformat.NotebookNode:
+    notebook = nbformat.read(NOTEBOOKS / "00_welcome.ipynb", as_version=4)
+    notebook = copy.deepcopy(notebook)
+    for cell in notebook.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id == "outer" and outer_body:
+            cell.source = f"def outer(a, b):\n    {outer_body}\n"
+        if grade_id == "normalize_rows" and rows_body:
+            cell.source = f"def normalize_rows(x):\n    {rows_body}\n"
+    return notebook
+
+
+def write_class(folder: Path) -> Path:
+    for learner, bodies in LEARNERS.items():
+        (folder / learner).mkdir(parents=True, exist_ok=True)
+        nbformat.write(submission(*(bodies or (None, None))), folder / learner / "00_welcome.ipynb")
+    return folder

@@ -1,0 +1,150 @@
+"""python -m grader autograde, end to end on notebook 00 with a small fake class."""
+import csv
+import html as html_text
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from grader.autograde import autograde
+from grader.course import Course, put_python_scripts_on_path
+
+_spec = importlib.util.spec_from_file_location("fake_class", Path(__file__).with_name("fake_class.py"))
+fake_class = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fake_class)
+
+TIMEOUT = 3  # seconds per cell: the looping learner is interrupted quickly
+
+
+def fresh_course(built_course, where: Path) -> Course:
+    course, _ = built_course
+    shutil.copytree(course.root, where)
+    return Course(where)
+
+
+def recorded_scores(course: Course) -> dict[str, dict[str, float]]:
+    put_python_scripts_on_path()
+    with Gradebook(course.db_url) as gradebook:
+        return {learner: {g.name: g.score for g in gradebook.find_submission_notebook(
+                    "00_welcome", "00_welcome", learner).grades}
+                for learner in fake_class.LEARNERS}
+
+
+@pytest.fixture(scope="module")
+def graded(built_course, tmp_path_factory):
+    root = tmp_path_factory.mktemp("autograde")
+    course = fresh_course(built_course, root / "course")
+    submissions = fake_class.write_class(root / "submissions")
+    summary = autograde(submissions, course, workers=2, timeout=TIMEOUT, progress=False)
+    return course, submissions, summary
+
+
+def test_every_learner_gets_the_right_score_and_the_batch_finishes(graded):
+    course, _, summary = graded
+    assert sorted(o.submission.learner for o in summary.outcomes) == sorted(fake_class.LEARNERS)
+    assert [o for o in summary.outcomes if o.status != "graded"] == []
+    assert recorded_scores(course) == fake_class.EXPECTED
+    notes = {o.submission.learner: " ".join(o.notes) for o in summary.outcomes}
+    assert "kernel died" in notes["kills"]
+
+
+def test_a_timeout_and_a_dead_kernel_leave_errors_in_the_autograded_cells(graded):
+    course, _, _ = graded
+    def errors(learner):
+        nb = nbformat.read(course.autograded(learner, "00_welcome"), as_version=4)
+        return {c.metadata["nbgrader"]["grade_id"]: [o.ename for o in c.outputs if o.output_type == "error"]
+                for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    assert "KeyboardInterrupt" in errors("loops")["outer_tests"] or "CellTimeoutError" in errors("loops")["outer_tests"]
+    assert errors("kills") == {"outer_tests": ["DeadKernelError"], "normalize_rows_tests": ["CellNotRun"]}
+    assert errors("correct") == {"outer_tests": [], "normalize_rows_tests": []}
+
+
+def test_csv_holds_per_exercise_and_total_scores(graded):
+    course, _, summary = graded
+    rows = list(csv.DictReader(summary.csv.open()))
+    assert list(rows[0]) == ["learner", "assignment", "normalize_rows_tests", "outer_tests", "total", "max"]
+    by_learner = {row["learner"]: row for row in rows}
+    assert sorted(by_learner) == sorted(fake_class.LEARNERS)
+    for learner, expected in fake_class.EXPECTED.items():
+        row = by_learner[learner]
+        assert {k: float(row[k]) for k in expected} == expected
+        assert float(row["total"]) == sum(expected.values()) and float(row["max"]) == 4
+
+
+def _text(page: Path) -> str:
+    """What a reader of the HTML sees: tags (syntax highlighting splits code into spans) removed."""
+    return html_text.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
+
+
+def test_feedback_shows_scores_and_outputs_but_no_hidden_test_source(graded):
+    course, _, summary = graded
+    assert len(summary.feedback) == len(fake_class.LEARNERS)
+    for learner in fake_class.LEARNERS:
+        html = _text(course.feedback(learner, "00_welcome"))
+        leaked = [s for s in fake_class.HIDDEN_SOURCE if s in html]
+        assert not leaked, f"{learner}'s feedback shows hidden-test source {leaked}"
+        assert "check_outer(outer)" in html
+    correct = _text(course.feedback("correct", "00_welcome"))
+    assert "hidden randomized cases, seed" in correct and "Score: 4.0 / 4.0" in correct
+    assert "hint: your result is the transpose" in _text(course.feedback("wrong", "00_welcome"))
+
+
+def test_a_rerun_is_idempotent_and_regrades_only_what_changed(graded):
+    course, submissions, first = graded
+    before = {l: course.autograded(l, "00_welcome").stat().st_mtime_ns for l in fake_class.LEARNERS}
+    csv_before = first.csv.read_bytes()
+    again = autograde(submissions, course, workers=2, timeout=TIMEOUT, progress=False)
+    assert {o.status for o in again.outcomes} == {"skipped"} and again.feedback == []
+    assert {l: course.autograded(l, "00_welcome").stat().st_mtime_ns for l in fake_class.LEARNERS} == before
+    assert again.csv.read_bytes() == csv_before
+    # the wrong learner hands in a fixed notebook: only that one is graded again
+    nbformat.write(fake_class.submission(fake_class.CORRECT_OUTER, fake_class.CORRECT_ROWS),
+                   submissions / "wrong" / "00_welcome.ipynb")
+    fixed = autograde(submissions, course, workers=2, timeout=TIMEOUT, progress=False)
+    assert {o.submission.learner for o in fixed.outcomes if o.status == "graded"} == {"wrong"}
+    assert recorded_scores(course)["wrong"] == {"outer_tests": 2, "normalize_rows_tests": 2}
+
+
+def test_nbgraders_own_commands_work_on_the_course(graded):
+    course, _, _ = graded
+    put_python_scripts_on_path()
+    result = subprocess.run([sys.executable, "-m", "nbgrader", "export", "--to", "nbgrader-export.csv"],
+                            cwd=course.root, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader((course.root / "nbgrader-export.csv").open()))
+    assert {r["student_id"]: float(r["score"]) for r in rows}["correct"] == 4.0
+
+
+def test_a_run_killed_half_way_resumes_without_regrading(built_course, tmp_path):
+    course = fresh_course(built_course, tmp_path / "course")
+    submissions = fake_class.write_class(tmp_path / "submissions")
+    state = course.root / "grader_state"
+    run = subprocess.Popen([sys.executable, "-m", "grader", "--course", str(course.root), "autograde",
+                            str(submissions), "--workers", "1", "--timeout", str(TIMEOUT)],
+                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(state.glob("*/*.json")) and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.05)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    done = {p.parent.name for p in state.glob("*/*.json")}
+    assert 0 < len(done) < len(fake_class.LEARNERS), "the run was not stopped half-way"
+    graded_before = {l: course.autograded(l, "00_welcome").stat().st_mtime_ns for l in done}
+    resumed = autograde(submissions, course, workers=2, timeout=TIMEOUT, progress=False)
+    status = {o.submission.learner: o.status for o in resumed.outcomes}
+    assert {l for l, s in status.items() if s == "skipped"} == done
+    assert {l for l, s in status.items() if s == "graded"} == set(fake_class.LEARNERS) - done
+    assert {l: course.autograded(l, "00_welcome").stat().st_mtime_ns for l in done} == graded_before
+    assert recorded_scores(course) == fake_class.EXPECTED

@@ -1,0 +1,57 @@
+"""python -m grader check: solutions full marks, releases zero, every mutant rejected."""
+import types
+
+import torch
+
+from grader import selfcheck
+from grader.checks import nb00_welcome
+from grader.checks.exercise import Exercise
+from grader.cli import main
+from grader.mutants import REGISTRY, mutant, mutants_for
+
+
+def test_check_passes_on_the_course_and_prints_the_table(capsys):
+    assert main(["check"]) == 0
+    out = capsys.readouterr().out
+    header, row = out.splitlines()[0], next(l for l in out.splitlines() if l.startswith("00_welcome"))
+    for column in ("notebook", "points", "solution", "release", "mutants rejected", "seconds"):
+        assert column in header
+    mutants = sum(len(mutants_for(e.id)) for e in nb00_welcome.EXERCISES.values())
+    assert row.split()[:5] == ["00_welcome", "4", "4", "0", f"{mutants}/{mutants}"]
+    assert "all checks pass" in out
+
+
+def _fake_notebook(monkeypatch, exercise):
+    module = types.SimpleNamespace(EXERCISES={exercise.name: exercise})
+    monkeypatch.setattr(selfcheck, "checks_module", lambda assignment: module)
+
+
+def _square_like(exercise_id):
+    return Exercise(id=exercise_id, reference=torch.square, public=nb00_welcome.SQUARE.public,
+                    hidden=nb00_welcome.SQUARE.hidden, hint="multiply x by itself")
+
+
+def test_an_exercise_without_mutants_fails_the_check(monkeypatch):
+    _fake_notebook(monkeypatch, _square_like("nb99_fake.lonely"))
+    verdict = selfcheck.NotebookVerdict("99_fake")
+    selfcheck.check_mutants("99_fake", verdict)
+    assert verdict.mutants_total == 0
+    assert any("has no mutants" in p for p in verdict.problems)
+
+
+def test_a_mutant_that_passes_the_checks_fails_the_check(monkeypatch):
+    _fake_notebook(monkeypatch, _square_like("nb99_fake.weak"))
+    try:
+        @mutant("nb99_fake.weak", hint="not actually wrong")
+        def square_by_power(x):
+            return x ** 2
+
+        @mutant("nb99_fake.weak", hint="doubles")
+        def square_doubled(x):
+            return x + x
+        verdict = selfcheck.NotebookVerdict("99_fake")
+        selfcheck.check_mutants("99_fake", verdict)
+    finally:
+        REGISTRY.pop("nb99_fake.weak", None)
+    assert (verdict.mutants_rejected, verdict.mutants_total) == (1, 2)
+    assert any("passes its checks" in p for p in verdict.problems)
