@@ -1,0 +1,315 @@
+"""Triton code generation: one Kernel becomes one @triton.jit function plus a Python launcher.
+
+Pointwise kernels are 1-D blocked over the flattened iteration space: program p handles flat
+indices [p*BLOCK, (p+1)*BLOCK), and a broadcast input is read at an offset computed from the
+collapsed dims (layout.collapse). Kernels with a last-axis reduction run one program per row,
+walking the row in chunks of RBLOCK and keeping RBLOCK partial results that are combined at the end.
+
+The source is written to a file in the cache dir and imported, since @triton.jit reads the
+function's real source. It runs on CUDA tensors, and on CPU tensors when TRITON_INTERPRET=1 is set
+(before the kernel is compiled): Triton's interpreter then runs each program with numpy.
+
+Only stable triton.language calls are used (no libdevice, which the interpreter lacks): tanh and
+pow are written with exp and exp2/log2 (pow in float64), so tanh is a few ulp less exact than
+torch's near 0 (absolute error ~1e-7).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import os
+import re
+import sys
+from types import ModuleType
+
+import torch
+
+from tensorcraft.compiler.codegen.c_toolchain import CompilerUnavailable, cache_dir
+from tensorcraft.compiler.codegen.kernel import BINARY, DTYPES, UNARY, Kernel
+from tensorcraft.compiler.codegen.layout import Layout, collapse
+
+__all__ = ["triton_source", "compile_kernel", "CompiledTritonKernel"]
+
+BLOCK = 1024          # elements per program, pointwise kernels
+MAX_RBLOCK = 1024     # columns per chunk of a row, reductions
+
+_UNARY_TL = {
+    "neg": "-{a}",
+    "abs": "tl.abs({a})",
+    "exp": "tl.exp({a})",
+    "log": "tl.log({a})",
+    "sqrt": "{sqrt}({a})",
+    "rsqrt": "1.0 / {sqrt}({a})",
+    "sin": "tl.sin({a})",
+    "cos": "tl.cos({a})",
+    "tanh": "_tanh({a})",
+    "sigmoid": "tl.sigmoid({a})",
+    "relu": "tl.where(({a} > 0) | ({a} != {a}), {a}, 0.0)",     # NaN stays NaN, as in torch.relu
+    "gelu": "(0.5 * {a}) * (1.0 + tl.math.erf({a} * 0.7071067811865476))",
+    "silu": "{a} * tl.sigmoid({a})",
+    "erf": "tl.math.erf({a})",
+    "reciprocal": "1.0 / {a}",
+}
+_BINARY_TL = {
+    "add": "{a} + {b}",
+    "sub": "{a} - {b}",
+    "mul": "{a} * {b}",
+    "div": "{a} / {b}",
+    "maximum": "tl.where(({a} > {b}) | ({a} != {a}), {a}, {b})",  # NaN wins, as in torch.maximum
+    "minimum": "tl.where(({a} < {b}) | ({a} != {a}), {a}, {b})",
+    "pow": "_pow({a}, {b})",
+}
+assert set(_UNARY_TL) == set(UNARY) and set(_BINARY_TL) == set(BINARY), "an op has no Triton spelling"
+_TL_TYPES = {"float32": "tl.float32", "float64": "tl.float64"}
+
+# Helpers printed into a kernel's module only when it uses them.
+_HELPERS = {
+    "_tanh": '''
+@triton.jit
+def _tanh(x):
+    """tanh from exp, stable at both ends: (1 - e^-2|x|) / (1 + e^-2|x|), with x's sign."""
+    t = tl.exp(-2.0 * tl.abs(x))
+    r = (1.0 - t) / (1.0 + t)
+    return tl.where(x < 0, -r, r)
+''',
+    "_pow": '''
+@triton.jit
+def _pow(a, b):
+    """a ** b as 2^(b log2|a|), with the signs and special cases of C's pow, which torch follows.
+    In float64: log2 of a float32 loses digits that exp2 of a large result would show."""
+    r = tl.exp2(b.to(tl.float64) * tl.log2(tl.abs(a).to(tl.float64))).to(a.dtype)
+    b_is_int = b == tl.floor(b)
+    b_is_odd = b_is_int & (tl.floor(b * 0.5) * 2.0 != b)
+    a_negative = (a < 0) | ((a == 0) & (1.0 / a < 0))               # -0.0 counts as negative
+    r = tl.where(a_negative & b_is_odd, -r, r)                       # (-2) ** 3 = -8
+    r = tl.where((a < 0) & (a > float("-inf")) & ~b_is_int, float("nan"), r)   # (-2) ** 0.5
+    one = (b == 0) | (a == 1) | ((a == -1) & (tl.abs(b) == float("inf")))    # x ** 0, 1 ** nan
+    return tl.where(one, 1.0, r)
+''',
+}
+
+
+def _identifier(name: str, taken: set[str]) -> str:
+    base = re.sub(r"\W", "_", name)
+    if not base or base[0].isdigit():
+        base = "_" + base
+    ident, n = base, 1
+    while ident in taken:
+        ident, n = f"{base}_{n}", n + 1
+    taken.add(ident)
+    return ident
+
+
+class _Printer:
+    """Builds the Python/Triton text of one kernel."""
+
+    def __init__(self, kernel: Kernel):
+        self.k = kernel
+        self.layout: Layout = collapse(kernel)
+        self.tl_type = _TL_TYPES[kernel.dtype]
+        taken = {"tl", "triton", "torch", "launch", "_tanh", "_pow", "i", "j", "j0", "row", "mask", "BLOCK", "RBLOCK"}
+        self.fn = _identifier(kernel.name + "_kernel", taken)
+        self.ptr = {b.name: _identifier("in_" + b.name, taken) for b in kernel.inputs}
+        self.out = [_identifier("out_" + o.name, taken) for o in kernel.outputs]
+        self.var = {s.name: _identifier("v_" + s.name, taken) for s in kernel.stmts}
+        self.words = {"sqrt": "tl.sqrt_rn" if kernel.dtype == "float32" else "tl.sqrt"}
+        # 32-bit offsets overflow past 2**31 elements
+        self.wide = self.layout.numel + BLOCK >= 2**31
+
+    def body(self, load: dict[str, str], width: str) -> list[str]:
+        """The straight-line statements over one block of ``width`` points."""
+        lines = []
+        for s in self.k.stmts:
+            if s.op == "load":
+                value = load[s.args[0]]
+            elif s.op == "const":
+                value = f"tl.full([{width}], {float(s.args[0])!r}, {self.tl_type})"
+            elif s.op in UNARY:
+                value = _UNARY_TL[s.op].format(a=self.var[s.args[0]], **self.words)
+            else:
+                value = _BINARY_TL[s.op].format(a=self.var[s.args[0]], b=self.var[s.args[1]], **self.words)
+            lines.append(f"{self.var[s.name]} = {value}")
+        return lines
+
+    def flat_offsets(self) -> tuple[list[str], dict[str, str]]:
+        """Where each input is read at flat index i: i itself if it does not broadcast, else the
+        sum over collapsed dims of (index along the dim) * (its stride there)."""
+        sizes, lines, offsets = self.layout.sizes, [], {}
+        inner = [math.prod(sizes[d + 1:]) for d in range(len(sizes))]
+        broadcasting = [self.layout.strides[b.name] for b in self.k.inputs if 0 in self.layout.strides[b.name]]
+        for d in sorted({d for strides in broadcasting for d, s in enumerate(strides) if s}):
+            div = f"i // {inner[d]}" if inner[d] != 1 else "i"
+            lines.append(f"i{d} = {div} % {sizes[d]}" if d else f"i{d} = {div}")
+        for b in self.k.inputs:
+            strides = self.layout.strides[b.name]
+            terms = [f"i{d} * {s}" if s != 1 else f"i{d}" for d, s in enumerate(strides) if s]
+            offsets[b.name] = "i" if 0 not in strides else (" + ".join(terms) or "i * 0")
+        return lines, offsets
+
+    def pointwise(self) -> list[str]:
+        numel = self.layout.numel
+        pid = "tl.program_id(0).to(tl.int64)" if self.wide else "tl.program_id(0)"
+        index_lines, offsets = self.flat_offsets()
+        load = {b.name: f"tl.load({self.ptr[b.name]} + {offsets[b.name]}, mask=mask)" for b in self.k.inputs}
+        lines = [f"# pointwise over {numel} points (collapsed dims {list(self.layout.sizes)}), BLOCK per program",
+                 f"i = {pid} * BLOCK + tl.arange(0, BLOCK)",
+                 f"mask = i < {numel}",
+                 *index_lines, *self.body(load, "BLOCK")]
+        lines += [f"tl.store({ptr} + i, {self.var[o.value]}, mask=mask)" for o, ptr in zip(self.k.outputs, self.out)]
+        return lines
+
+    def reduction(self) -> list[str]:
+        n_cols, outer = self.layout.n_cols, self.layout.outer_sizes
+        row = "tl.program_id(0).to(tl.int64)" if self.wide else "tl.program_id(0)"
+        lines = [f"# one program per row: {self.layout.n_rows} rows of {n_cols}, walked in chunks of RBLOCK",
+                 f"row = {row}"]
+        # where this row starts in every input
+        inner = [math.prod(outer[d + 1:]) for d in range(len(outer))]
+        for d in range(len(outer)):
+            div = f"row // {inner[d]}" if inner[d] != 1 else "row"
+            lines.append(f"r{d} = {div} % {outer[d]}" if d else f"r{d} = {div}")
+        for b in self.k.inputs:
+            strides = self.layout.strides[b.name]
+            terms = [f"r{d} * {s}" if s != 1 else f"r{d}" for d, s in enumerate(strides[:-1]) if s]
+            lines.append(f"{self.ptr[b.name]}_row = {self.ptr[b.name]} + {' + '.join(terms) or '0'}")
+        reduced = [(o, ptr) for o, ptr in zip(self.k.outputs, self.out) if o.reduce]
+        update, after = [], []
+        for o, ptr in reduced:
+            acc, v = f"acc_{ptr}", self.var[o.value]
+            if o.reduce in ("sum", "mean"):
+                lines.append(f"{acc} = tl.zeros([RBLOCK], dtype={self.tl_type})")
+                update.append(f"{acc} += tl.where(mask, {v}, 0.0)")
+                total = f"tl.sum({acc}, axis=0)" + (f" / {n_cols}" if o.reduce == "mean" else "")
+                after.append(f"tl.store({ptr} + row, {total})")
+            else:  # max / min: compare, and remember a NaN on the side (torch's amax returns NaN)
+                better, start, combine = (">", "-inf", "tl.max") if o.reduce == "max" else ("<", "inf", "tl.min")
+                lines += [f"{acc} = tl.full([RBLOCK], float('{start}'), {self.tl_type})",
+                          f"{acc}_nan = tl.zeros([RBLOCK], dtype=tl.int32)"]
+                update += [f"{acc} = tl.where(mask & ({v} {better} {acc}), {v}, {acc})",
+                           f"{acc}_nan = tl.where(mask & ({v} != {v}), 1, {acc}_nan)"]
+                after.append(f"tl.store({ptr} + row, tl.where(tl.max({acc}_nan, axis=0) > 0, float('nan'), "
+                             f"{combine}({acc}, axis=0)))")
+        load = {b.name: f"tl.load({self.ptr[b.name]}_row + j, mask=mask)" if self.layout.strides[b.name][-1]
+                else f"tl.load({self.ptr[b.name]}_row + j * 0, mask=mask)" for b in self.k.inputs}
+        stores = [f"tl.store({ptr} + row * {n_cols} + j, {self.var[o.value]}, mask=mask)"
+                  for o, ptr in zip(self.k.outputs, self.out) if not o.reduce]
+        loop = ["j = j0 + tl.arange(0, RBLOCK)", f"mask = j < {n_cols}", *self.body(load, "RBLOCK"), *stores, *update]
+        return [*lines, f"for j0 in range(0, {n_cols}, RBLOCK):", *_indent(loop), *after]
+
+    def launcher(self) -> list[str]:
+        args = [*self.ptr.values(), *self.out]
+        if self.layout.reduces:
+            rblock = min(MAX_RBLOCK, 1 << max(0, (self.layout.n_cols - 1).bit_length()))
+            grid, meta = f"({self.layout.n_rows},)", f"RBLOCK={rblock}"
+        else:
+            grid, meta = f"(triton.cdiv({self.layout.numel}, BLOCK),)", "BLOCK=BLOCK"
+        return [*([f"BLOCK = {BLOCK}", "", ""] if not self.layout.reduces else []),
+                f"def launch({', '.join(args)}):",
+                '    """Run the kernel: inputs then outputs, contiguous tensors on one device."""',
+                *([f"    if {self.layout.numel} == 0:", "        return"] if self.layout.numel == 0 else []),
+                f"    {self.fn}[{grid}]({', '.join(args)}, {meta})"]
+
+    def source(self) -> str:
+        params = [*self.ptr.values(), *self.out, "RBLOCK: tl.constexpr" if self.layout.reduces else "BLOCK: tl.constexpr"]
+        body = self.reduction() if self.layout.reduces else self.pointwise()
+        used = " ".join(self.body({b.name: "" for b in self.k.inputs}, ""))
+        helpers = [text for name, text in _HELPERS.items() if f"{name}(" in used]
+        lines = ['"""Generated by tensorcraft.compiler.codegen.triton from:', *("   " + l for l in str(self.k).splitlines()),
+                 f"   collapsed iteration space {list(self.layout.sizes)}; element strides per input:",
+                 *(f"     {name}: {list(s)}" for name, s in self.layout.strides.items()), '"""',
+                 "import triton", "import triton.language as tl", "", *helpers, "",
+                 "@triton.jit", f"def {self.fn}({', '.join(params)}):", *_indent(body), "", "", *self.launcher(), ""]
+        return "\n".join(lines)
+
+
+def _indent(lines: list[str]) -> list[str]:
+    return ["    " + line if line else line for line in lines]
+
+
+def triton_source(kernel: Kernel) -> str:
+    """A readable Python module: a @triton.jit kernel and ``launch(*inputs, *outputs)``."""
+    return _Printer(kernel).source()
+
+
+_modules: dict[tuple[str, bool], ModuleType] = {}
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+
+
+def _import_source(source: str) -> ModuleType:
+    """Write the source to the cache dir and import it (once per process and interpreter mode)."""
+    try:
+        import triton  # noqa: F401
+    except ImportError as error:
+        raise CompilerUnavailable(f"the Triton backend needs the triton package: {error}") from error
+    key = hashlib.sha256(source.encode()).hexdigest()[:32]
+    if (key, _interpreting()) in _modules:
+        return _modules[(key, _interpreting())]
+    folder = cache_dir() / "triton"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"k_{key}.py"
+    if not path.exists() or path.read_text() != source:
+        tmp = path.with_suffix(f".{id(source)}.tmp")
+        tmp.write_text(source)
+        tmp.replace(path)
+    name = f"tensorcraft_triton_{key}_{'interp' if _interpreting() else 'jit'}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module          # @triton.jit looks its function up by module
+    spec.loader.exec_module(module)
+    _modules[(key, _interpreting())] = module
+    return module
+
+
+class CompiledTritonKernel:
+    """A Triton kernel: call it as ``run(*inputs, *outputs)`` (see codegen.kernel)."""
+
+    def __init__(self, kernel: Kernel, source: str):
+        self.kernel = kernel
+        self.source = source
+        module = _import_source(source)
+        self._launch = module.launch
+        self.interpreted = type(getattr(module, _Printer(kernel).fn)).__name__ == "InterpretedFunction"
+        self._dtype = DTYPES[kernel.dtype]
+        self._names = [f"input {b.name}" for b in kernel.inputs] + [f"output {o.name}" for o in kernel.outputs]
+        self._shapes = [torch.Size(b.shape) for b in kernel.inputs] + \
+                       [torch.Size(kernel.output_shape(o)) for o in kernel.outputs]
+
+    def __call__(self, *tensors: torch.Tensor) -> None:
+        if len(tensors) != len(self._shapes):
+            raise TypeError(f"kernel {self.kernel.name} takes {len(self._shapes)} tensors "
+                            f"({', '.join(self._names)}), got {len(tensors)}")
+        device = tensors[0].device if tensors and isinstance(tensors[0], torch.Tensor) else None
+        for t, shape, name in zip(tensors, self._shapes, self._names):
+            where = f"kernel {self.kernel.name}, {name}"
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{where}: expected a torch.Tensor, got {type(t).__name__}")
+            if t.device != device:
+                raise ValueError(f"{where}: is on {t.device}, the first tensor on {device}; all must share a device")
+            if t.dtype is not self._dtype:
+                raise TypeError(f"{where}: expected dtype {self._dtype}, got {t.dtype}")
+            if t.shape != shape:
+                raise ValueError(f"{where}: expected shape {list(shape)}, got {list(t.shape)}")
+            if not t.is_contiguous():
+                raise ValueError(f"{where}: expected a contiguous tensor, got strides {t.stride()}; pass t.contiguous()")
+        if device is not None and device.type == "cpu" and not self.interpreted:
+            raise ValueError(f"kernel {self.kernel.name}: Triton runs CPU tensors only in its interpreter; set "
+                             "TRITON_INTERPRET=1 before compiling, or pass CUDA tensors")
+        if device is not None and device.type not in ("cpu", "cuda"):
+            raise ValueError(f"kernel {self.kernel.name}: Triton needs CUDA (or, interpreted, CPU) tensors, got {device}")
+        self._launch(*tensors)
+
+    def __repr__(self) -> str:
+        mode = "interpreted" if self.interpreted else "jit"
+        return f"<CompiledTritonKernel {self.kernel.name} over {list(self.kernel.shape)} ({self.kernel.dtype}, {mode})>"
+
+
+def compile_kernel(kernel: Kernel) -> CompiledTritonKernel:
+    """Generate the Triton module, import it and return a callable kernel (compiled on first launch).
+
+    Raises CompilerUnavailable when triton is not installed.
+    """
+    return CompiledTritonKernel(kernel, triton_source(kernel))
