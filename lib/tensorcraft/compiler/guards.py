@@ -1,0 +1,98 @@
+"""Guards: the conditions under which a compiled entry is still valid for a new call.
+
+A compiled graph bakes in everything it saw: shapes, strides, dtypes, devices, non-tensor
+arguments, whether gradients were needed, the module's training flag, and (when parameters
+were folded into constants) the parameters' values, tracked by their version counters.
+Before reusing an entry, every one of those is compared; the first mismatch is the reason
+for a recompile, and explain() shows it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+
+def describe_input(value: Any) -> tuple:
+    """What a guard remembers about one flat input."""
+    if isinstance(value, torch.Tensor):
+        return ("tensor", type(value), tuple(value.shape), tuple(value.stride()), value.dtype, value.device,
+                value.requires_grad)
+    return ("value", type(value), value)
+
+
+_FIELDS = ("kind", "type", "shape", "stride", "dtype", "device", "requires_grad")
+
+
+@dataclass
+class Guards:
+    spec: Any                      # pytree structure of (args, kwargs)
+    inputs: list[tuple]            # describe_input of each flat input
+    names: list[str]               # readable name of each flat input (for messages)
+    grad_enabled: bool
+    training: bool | None          # the module's flag (None for functions)
+    params: list[tuple[int, bool, int | None]]  # per module tensor: id, requires_grad, version if frozen
+    param_names: list[str]
+    constants: list[tuple[torch.Tensor, int]]   # baked tensors and the version they were baked at
+
+    def check(self, flat: Sequence[Any], spec: Any, training: bool | None,
+              params: Sequence[torch.Tensor]) -> str | None:
+        """None if this entry can run these inputs; otherwise the first failed guard, in words."""
+        if spec != self.spec:
+            return f"the structure of the arguments changed ({spec} != {self.spec})"
+        if torch.is_grad_enabled() != self.grad_enabled:
+            return f"grad mode changed: torch.is_grad_enabled() is {torch.is_grad_enabled()}, was {self.grad_enabled}"
+        if training != self.training:
+            return f"training mode changed: module.training is {training}, was {self.training}"
+        for name, value, expected in zip(self.names, flat, self.inputs):
+            got = describe_input(value)
+            if got != expected:
+                return _difference(name, got, expected)
+        for name, tensor, (pid, requires_grad, version) in zip(self.param_names, params, self.params):
+            if id(tensor) != pid:
+                return f"module tensor {name} was replaced by another tensor"
+            if tensor.requires_grad != requires_grad:
+                return f"module tensor {name}: requires_grad is {tensor.requires_grad}, was {requires_grad}"
+            if version is not None and tensor._version != version:
+                return f"module tensor {name} changed in place since it was folded into constants"
+        for tensor, version in self.constants:
+            if tensor._version != version:
+                return f"a captured constant tensor{list(tensor.shape)} changed in place"
+        return None
+
+    def __str__(self) -> str:
+        parts = []
+        for name, d in zip(self.names, self.inputs):
+            if d[0] == "tensor":
+                parts.append(f"{name}: {d[1].__name__}{list(d[2])} {str(d[4]).replace('torch.', '')} "
+                             f"{d[5]}{' requires_grad' if d[6] else ''}")
+            else:
+                parts.append(f"{name} == {d[2]!r}")
+        parts.append(f"grad_enabled={self.grad_enabled}")
+        if self.training is not None:
+            parts.append(f"training={self.training}")
+        if any(v is not None for _, _, v in self.params):
+            parts.append(f"{len(self.params)} module tensors unchanged (folded)")
+        return "; ".join(parts)
+
+
+def _difference(name: str, got: tuple, expected: tuple) -> str:
+    if got[0] != expected[0] or got[1] != expected[1]:
+        return f"input {name}: type {got[1].__name__} != {expected[1].__name__}"
+    if got[0] == "value":
+        return f"input {name}: value {got[2]!r} != {expected[2]!r}"
+    for field_name, a, b in zip(_FIELDS, got, expected):
+        if a != b:
+            show = (lambda v: list(v)) if field_name in ("shape", "stride") else (lambda v: v)
+            return f"input {name}: {field_name} {show(a)} != {show(b)}"
+    return f"input {name} differs"
+
+
+def build_guards(flat: Sequence[Any], spec: Any, names: Sequence[str], training: bool | None,
+                 param_names: Sequence[str], params: Sequence[torch.Tensor], frozen: bool,
+                 constants: Sequence[torch.Tensor] = ()) -> Guards:
+    """Remember what this call looked like."""
+    return Guards(spec, [describe_input(v) for v in flat], list(names), torch.is_grad_enabled(), training,
+                  [(id(t), t.requires_grad, t._version if frozen else None) for t in params], list(param_names),
+                  [(t, t._version) for t in constants])

@@ -1,0 +1,37 @@
+"""Graph passes: each module holds one ``Graph -> Graph`` function, usable alone.
+
+    dce.eliminate_dead_code              drop nodes nothing reads
+    constant_folding.fold_constants      compute once what depends only on constants (and frozen params)
+    cse.eliminate_common_subexpressions  one node for each repeated computation
+    conv_bn.fold_conv_batchnorm          conv -> batchnorm (-> relu) into one conv, in eval mode
+    decompose.decompose                  softmax / layer_norm into elementwise ops and reductions
+    fusion.fuse_elementwise              chains of elementwise ops (+ a last-axis reduction) into Kernels
+    memory_plan.plan_memory              (an analysis, not a pass) liveness and buffer reuse
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Callable, Sequence
+
+# name -> (module, function); the default pipeline runs them in this order
+PASSES = {
+    "conv_bn": ("conv_bn", "fold_conv_batchnorm"),
+    "constant_folding": ("constant_folding", "fold_constants"),
+    "decompose": ("decompose", "decompose"),
+    "cse": ("cse", "eliminate_common_subexpressions"),
+    "dce": ("dce", "eliminate_dead_code"),
+    "fusion": ("fusion", "fuse_elementwise"),
+}
+DEFAULT_PASSES = list(PASSES)
+
+
+def get_pass(name: str) -> Callable:
+    if name not in PASSES:
+        raise ValueError(f"unknown pass {name!r}; known passes: {sorted(PASSES)}")
+    module, function = PASSES[name]
+    return getattr(importlib.import_module(f"{__name__}.{module}"), function)
+
+
+def resolve_passes(passes: Sequence[Callable | str]) -> list[Callable]:
+    """Names become the pass functions; callables are used as they are."""
+    return [get_pass(p) if isinstance(p, str) else p for p in passes]

@@ -1,0 +1,39 @@
+"""Constant folding: compute once, at compile time, every value that depends only on constants.
+
+In a frozen graph (inference: no gradients, module in eval mode) parameters count as constants
+too, so ``self.weight.t()`` or ``torch.arange(n) * scale`` become tensors baked into the code.
+The guards then check the parameters' version counters: an optimizer step or load_state_dict
+invalidates the entry instead of silently using stale values. fx's counterpart:
+``torch.fx.experimental.const_fold.split_const_subgraphs``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..ir import Graph, Node, map_args
+
+
+def fold_constants(graph: Graph) -> Graph:
+    graph = graph.copy()
+    known: dict[Node, Any] = {}
+    new_nodes: list[Node] = []
+    for node in graph.nodes:
+        if node.kind == "constant":
+            known[node] = node.target
+        elif node.kind == "param" and graph.frozen:
+            known[node] = node.attrs["value"]
+        elif node.kind == "call" and all(i in known for i in node.inputs):
+            with torch.no_grad():
+                value = node.target(*map_args(node.args, known.__getitem__), **map_args(node.kwargs, known.__getitem__))
+            known[node] = value
+            if isinstance(value, torch.Tensor):
+                folded = Node(node.name, "constant", "constant", value, (), {}, tuple(value.shape), value.dtype,
+                              value.device, {"folded_from": node.op})
+                graph.replace_all_uses(node, folded)
+                new_nodes.append(folded)
+                continue
+        new_nodes.append(node)
+    graph.nodes = new_nodes
+    return graph

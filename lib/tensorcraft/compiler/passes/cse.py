@@ -1,0 +1,50 @@
+"""Common-subexpression elimination: the same call on the same values is computed once.
+
+Two call nodes are the same when their target and their arguments are the same (earlier nodes
+by identity, everything else by value). Capture refuses impure calls (randomness, in-place
+updates), so merging never changes the result. fx's counterpart:
+``torch.fx.passes.dialect.common.cse_pass.CSEPass``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..ir import Graph, Node
+
+
+def _key(value: Any) -> Any:
+    """A hashable stand-in for an argument; raises TypeError for what cannot be compared."""
+    if isinstance(value, Node):
+        return ("node", id(value))
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((k, _key(v)) for k, v in value.items())))
+    if isinstance(value, slice):
+        return ("slice", _key(value.start), _key(value.stop), _key(value.step))
+    hash(value)
+    return (type(value).__name__, value)
+
+
+def eliminate_common_subexpressions(graph: Graph) -> Graph:
+    graph = graph.copy()
+    seen: dict[Any, Node] = {}
+    kept: list[Node] = []
+    for node in graph.nodes:
+        if node.kind == "call":
+            try:
+                key = (id(node.target), _key(node.args), _key(node.kwargs))
+            except TypeError:
+                key = None
+        elif node.kind == "constant":
+            key = ("constant", id(node.target))
+        else:
+            key = None
+        if key is not None and key in seen:
+            graph.replace_all_uses(node, seen[key])
+            continue
+        if key is not None:
+            seen[key] = node
+        kept.append(node)
+    graph.nodes = kept
+    return graph

@@ -1,0 +1,214 @@
+"""Operator fusion: chains of elementwise ops (and one last-axis reduction at their end) -> one Kernel.
+
+Eager torch runs ``gelu(x + b) * 2`` as three ops, each reading and writing a whole tensor.
+A fused kernel reads x and b once and writes one result. This pass groups nodes greedily, in
+topological order: an elementwise node joins the group of one of its inputs when
+
+  * it has the group's iteration shape (its inputs broadcast to it),
+  * it does not read a reduction of that group (a reduction's value exists only at the end),
+  * none of its other inputs depends on the group (that would be a cycle),
+  * no node outside the group has already read the group (the group is then "sealed": it
+    must run before that reader).
+
+A sum/mean/amax/amin over the last axis joins the group of its input the same way and becomes
+a reduced output. Each group of two or more nodes becomes a `kernel` node carrying a
+`codegen.kernel.Kernel`; the values other nodes still read become its outputs (`getitem` nodes
+that keep the names of the values they replace). Single nodes stay torch calls.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+import torch
+
+from ..codegen.kernel import Buffer, Kernel, Output, Stmt
+from ..ir import Graph, Node
+
+UNARY_OPS = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "gelu",
+             "silu", "erf", "reciprocal"}
+BINARY_OPS = {"add": ("add", False), "sub": ("sub", False), "mul": ("mul", False), "div": ("div", False),
+              "maximum": ("maximum", False), "minimum": ("minimum", False), "pow": ("pow", False),
+              "radd": ("add", True), "rsub": ("sub", True), "rmul": ("mul", True), "rdiv": ("div", True),
+              "rpow": ("pow", True)}
+REDUCTION_OPS = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min"}
+KERNEL_DTYPES = {torch.float32: "float32", torch.float64: "float64"}
+
+
+@dataclass
+class Elementwise:
+    """What a fusible node computes: a kernel op over operands (nodes or numbers), or a reduction."""
+    op: str
+    operands: list            # Node | float
+    reduce: str | None = None
+    keepdim: bool = True
+
+
+def classify(node: Node) -> Elementwise | None:
+    """The kernel meaning of a node, or None if it cannot be fused."""
+    if node.kind != "call" or node.dtype not in KERNEL_DTYPES or node.shape is None:
+        return None
+    args, kwargs = list(node.args), dict(node.kwargs)
+    if not args or not isinstance(args[0], Node) or args[0].dtype != node.dtype:
+        return None
+    if node.op in UNARY_OPS:
+        extra = args[1:] + list(kwargs.values())
+        allowed = [False, "none"]  # relu/silu inplace=False, gelu approximate="none"
+        if any(v not in allowed for v in extra) or (node.op == "gelu" and "tanh" in extra):
+            return None
+        return Elementwise(node.op, [args[0]])
+    if node.op == "square" and len(args) == 1 and not kwargs:
+        return Elementwise("mul", [args[0], args[0]])
+    if node.op in BINARY_OPS and len(args) == 2:
+        if kwargs.get("alpha", 1) != 1 or kwargs.get("rounding_mode") is not None or \
+                set(kwargs) - {"alpha", "rounding_mode"}:
+            return None
+        other = args[1]
+        if isinstance(other, Node):
+            if other.dtype != node.dtype or other.device != node.device or other.shape is None:
+                return None
+        elif isinstance(other, bool) or not isinstance(other, (int, float)):
+            return None
+        op, swapped = BINARY_OPS[node.op]
+        return Elementwise(op, [other, args[0]] if swapped else [args[0], other])
+    if node.op in REDUCTION_OPS:
+        dim = kwargs.pop("dim", args[1] if len(args) > 1 else None)
+        keepdim = kwargs.pop("keepdim", args[2] if len(args) > 2 else False)
+        rank = len(args[0].shape or ())
+        if isinstance(dim, (list, tuple)) and len(dim) == 1:
+            dim = dim[0]
+        if kwargs or len(args) > 3 or not isinstance(dim, int) or rank == 0 or dim not in (-1, rank - 1):
+            return None
+        return Elementwise(REDUCTION_OPS[node.op], [args[0]], reduce=REDUCTION_OPS[node.op], keepdim=bool(keepdim))
+    return None
+
+
+@dataclass
+class Group:
+    id: int
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+    members: list[Node] = field(default_factory=list)
+    sealed: bool = False
+
+
+def fuse_elementwise(graph: Graph) -> Graph:
+    """Replace each fusible group of two or more nodes by one kernel node."""
+    graph = graph.copy()
+    meaning = {n: classify(n) for n in graph.nodes}
+    group_of: dict[Node, Group] = {}
+    upstream: dict[Node, set[int]] = {}
+    groups: list[Group] = []
+    for node in graph.nodes:
+        ups: set[int] = set()
+        for i in node.inputs:
+            ups |= upstream.get(i, set())
+            if i in group_of:
+                ups.add(group_of[i].id)
+        upstream[node] = ups
+        m = meaning[node]
+        chosen = None
+        if m is not None:
+            space = tuple(m.operands[0].shape) if m.reduce else tuple(node.shape)
+            for i in node.inputs:
+                g = group_of.get(i)
+                if g is not None and _can_join(node, m, g, space, group_of, meaning, upstream):
+                    chosen = g
+                    break
+            if chosen is None:
+                chosen = Group(len(groups), space, node.dtype, node.device)
+                groups.append(chosen)
+            chosen.members.append(node)
+            group_of[node] = chosen
+        for i in node.inputs:  # a reader outside a group seals it
+            if i in group_of and group_of[i] is not chosen:
+                group_of[i].sealed = True
+    fused = [g for g in groups if len(g.members) >= 2]
+    if not fused:
+        return graph
+    users = graph.users()
+    last_member = {g.members[-1]: g for g in fused}
+    in_fused = {n for g in fused for n in g.members}
+    new_nodes: list[Node] = []
+    replaced: dict[Node, Node] = {}  # fused values -> the kernel output (or view) that now holds them
+    for node in graph.nodes:
+        if node in last_member:
+            new_nodes += _build_kernel(graph, last_member[node], meaning, users, replaced)
+        elif node not in in_fused:
+            new_nodes.append(node)
+    graph.nodes = new_nodes
+    return graph
+
+
+def _can_join(node: Node, m: Elementwise, g: Group, space: tuple, group_of, meaning, upstream) -> bool:
+    if g.sealed or g.shape != space or g.dtype != node.dtype or g.device != node.device:
+        return False
+    for i in node.inputs:
+        if group_of.get(i) is g:
+            if meaning[i].reduce is not None:
+                return False
+        elif g.id in upstream.get(i, set()):
+            return False
+    return True
+
+
+def _build_kernel(graph: Graph, group: Group, meaning, users, replaced: dict[Node, Node]) -> list[Node]:
+    """The kernel node, its getitem outputs, and views for keepdim=False reductions."""
+    members = set(group.members)
+    rank = len(group.shape)
+    inputs: list[Node] = []
+    buffers: list[Buffer] = []
+    stmts: list[Stmt] = []
+    value: dict[Node, str] = {}
+
+    def operand(x) -> str:
+        x = replaced.get(x, x) if isinstance(x, Node) else x
+        if isinstance(x, Node) and x in value:
+            return value[x]
+        if isinstance(x, Node):  # an input from outside the group: load it once
+            shape = (1,) * (rank - len(x.shape)) + tuple(x.shape)
+            buffers.append(Buffer(f"in{len(inputs)}", shape))
+            inputs.append(x)
+            name = f"x{len(inputs) - 1}"
+            stmts.append(Stmt(name, "load", (buffers[-1].name,)))
+            value[x] = name
+            return name
+        name = f"c{len(stmts)}"
+        stmts.append(Stmt(name, "const", (float(x),)))
+        return name
+
+    outputs: list[tuple[Output, Node]] = []
+    for n in group.members:
+        m = meaning[n]
+        args = tuple(operand(x) for x in m.operands)
+        escapes = any(u not in members for u in users[n])
+        if m.reduce is not None:
+            outputs.append((Output(f"out{len(outputs)}", args[0], m.reduce), n))
+            continue
+        name = f"v{len(stmts)}"
+        stmts.append(Stmt(name, m.op, args))
+        value[n] = name
+        if escapes:
+            outputs.append((Output(f"out{len(outputs)}", name), n))
+    kernel_name = graph.fresh_name("fused")
+    kernel = Kernel(kernel_name, group.shape, tuple(buffers), tuple(stmts), tuple(o for o, _ in outputs),
+                    KERNEL_DTYPES[group.dtype])
+    knode = Node(kernel_name, "kernel", "kernel", kernel, tuple(inputs), {}, None, None, group.device,
+                 {"fused": ", ".join(n.op for n in group.members)})
+    result = [knode]
+    for index, (out, original) in enumerate(outputs):
+        shape = kernel.output_shape(out)
+        needs_view = tuple(original.shape) != tuple(shape)
+        name = graph.fresh_name(f"{original.name}_buf") if needs_view else original.name
+        item = Node(name, "call", "getitem", operator.getitem, (knode, index), {}, shape, group.dtype,
+                    group.device, {"aliases": None})
+        result.append(item)
+        replacement = item
+        if needs_view:
+            replacement = Node(original.name, "call", "view", torch.Tensor.view, (item, tuple(original.shape)), {},
+                               tuple(original.shape), group.dtype, group.device, {"aliases": item.name})
+            result.append(replacement)
+        graph.replace_all_uses(original, replacement)
+        replaced[original] = replacement
+    return result
