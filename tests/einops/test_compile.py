@@ -76,3 +76,29 @@ def test_new_plans_made_outside_do_not_recompile_a_compiled_function():
         reduce(torch.randn(n, 2), "a b -> b", "sum")
     torch.testing.assert_close(compiled(x), x.T * 2)
     assert len(compiles) == 1
+
+
+@pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
+def test_dynamic_batch_size_compiles_once_without_graph_breaks():
+    """With a symbolic batch size the plan holds symbolic lengths; no message string touches them."""
+    compiles = []
+
+    def counting_backend(graph_module, example_inputs):
+        compiles.append(graph_module)
+        return graph_module.forward
+
+    def f(x):
+        y = reduce(rearrange(x, "b (h w) c -> b h w c", h=2), "b h w c -> b c", "mean")
+        return y + repeat(x.sum((1, 2)), "b -> b k", k=x.shape[-1])
+
+    torch._dynamo.reset()
+    x = torch.randn(3, 6, 4)
+    torch._dynamo.mark_dynamic(x, 0)
+    explanation = torch._dynamo.explain(f)(x)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend=counting_backend, dynamic=True)
+    for batch in (2, 3, 5):
+        x = torch.randn(batch, 6, 4)
+        torch.testing.assert_close(compiled(x), f(x))
+    assert len(compiles) == 1

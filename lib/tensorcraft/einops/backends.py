@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tensorcraft.einops.errors import EinopsError
+from tensorcraft.einops.errors import EinopsError, describe_call
 from tensorcraft.einops.recipe import Plan
 
 Step = tuple[Callable[[Any, Any], Any], Any]
@@ -40,9 +40,14 @@ def _numpy_tile(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return np.tile(x, tuple(target if size == 1 else 1 for size, target in zip(x.shape, shape)))
 
 
-def _numpy_require_float(x: np.ndarray, context: str) -> np.ndarray:
+def _not_floating(plan: Plan, dtype) -> EinopsError:
+    call = describe_call(plan.recipe.operation, plan.recipe.pattern, plan.input_shape, dict(plan.axes_lengths))
+    return EinopsError(f"{call}: mean needs floating-point values, got {dtype} (einops refuses it too)")
+
+
+def _numpy_require_float(x: np.ndarray, plan: Plan) -> np.ndarray:
     if x.dtype.kind != "f":
-        raise EinopsError(f"{context}: mean needs a floating-point array, got dtype {x.dtype}")
+        raise _not_floating(plan, x.dtype)
     return x
 
 
@@ -63,9 +68,9 @@ def torch_operations() -> dict[str, Callable]:
 
     floats = {torch.float16, torch.float32, torch.float64, torch.bfloat16}
 
-    def require_float(x: torch.Tensor, context: str) -> torch.Tensor:
+    def require_float(x: torch.Tensor, plan: Plan) -> torch.Tensor:
         if x.dtype not in floats:
-            raise EinopsError(f"{context}: mean needs a floating-point tensor, got {x.dtype}")
+            raise _not_floating(plan, x.dtype)
         return x
 
     return {
@@ -93,8 +98,8 @@ def operations_for(array_type: type) -> dict[str, Callable]:
                       f"got {array_type.__module__}.{array_type.__qualname__}")
 
 
-def compile_steps(plan: Plan, array_type: type, context: str) -> tuple[Step, ...]:
-    """The plan as ``(function, argument)`` pairs. ``context`` prefixes a run-time error (mean of ints)."""
+def compile_steps(plan: Plan, array_type: type) -> tuple[Step, ...]:
+    """The plan as ``(function, argument)`` pairs, ready for ``x = function(x, argument)``."""
     ops = operations_for(array_type)
     operation = plan.recipe.operation
     steps: list[Step] = []
@@ -107,7 +112,7 @@ def compile_steps(plan: Plan, array_type: type, context: str) -> tuple[Step, ...
             steps.append((operation, plan.reduced_axes))
         else:
             if operation == "mean":  # as einops: no mean of integers (torch refuses, numpy would cast)
-                steps.append((ops["require_float"], context))
+                steps.append((ops["require_float"], plan))
             steps.append((ops[operation], plan.reduced_axes))
     if plan.expanded_shape is not None:
         steps.append((ops["reshape"], plan.unsqueezed_shape))

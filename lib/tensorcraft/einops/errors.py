@@ -15,3 +15,17 @@ class EinopsError(RuntimeError, ValueError):
 
     The message names the operation, the pattern, the input shape and what exactly is wrong.
     """
+
+
+def describe_call(operation, pattern: str, shape=None, axes_lengths: dict | None = None) -> str:
+    """``reduce(x, "b c -> b", 'mean') on input of shape (2, 3)``: how every error message starts.
+
+    Called only once something has gone wrong, never on the fast path.
+    """
+    if operation in ("rearrange", "repeat"):
+        call = f'{operation}(x, "{pattern}"'
+    else:
+        call = f'reduce(x, "{pattern}", {getattr(operation, "__name__", None) or repr(operation)}'
+    call += "".join(f", {name}={length!r}" for name, length in (axes_lengths or {}).items())
+    where = f"on input of shape {tuple(shape)}" if shape is not None else "on this input"
+    return f"{call}) {where}"

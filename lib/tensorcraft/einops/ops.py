@@ -12,7 +12,7 @@ import functools
 from typing import Any, Callable, TypeVar, Union
 
 from tensorcraft.einops.backends import compile_steps, operations_for
-from tensorcraft.einops.errors import EinopsError
+from tensorcraft.einops.errors import EinopsError, describe_call
 from tensorcraft.einops.named_einsum import einsum, einsum_equation
 from tensorcraft.einops.packing import pack, unpack
 from tensorcraft.einops.pattern import ELLIPSIS, AnonymousAxis, parse_expression
@@ -26,31 +26,16 @@ Reduction = Union[str, Callable[[Any, tuple[int, ...]], Any]]
 
 
 
-def _describe_call(operation: Reduction, pattern: str, shape, axes_lengths: dict) -> str:
-    """``reduce(x, "b c -> b", 'mean') on input of shape (2, 3)``: the start of every error message."""
-    if operation in ("rearrange", "repeat"):
-        call = f'{operation}(x, "{pattern}"'
-    else:
-        call = f'reduce(x, "{pattern}", {getattr(operation, "__name__", None) or repr(operation)}'
-    call += "".join(f", {name}={length!r}" for name, length in axes_lengths.items())
-    where = "on input of shape " + str(tuple(shape)) if shape is not None else "on this input"
-    return f"{call}) {where}"
-
-
 def _stack(tensors: list, pattern: str, operation: Reduction, axes_lengths: dict):
     """A list of tensors is stacked along a new first axis, as einops does."""
-    context = _describe_call(operation, pattern, None, axes_lengths)
     if len(tensors) == 0:
-        raise EinopsError(f"{context}: the list of tensors is empty")
+        raise EinopsError(f"{describe_call(operation, pattern, None, axes_lengths)}: the list of tensors is empty")
     try:
-        stack = operations_for(type(tensors[0]))["stack"]
-    except EinopsError as error:
-        raise EinopsError(f"{context}: {error}") from None
-    try:
-        return stack(tensors)
-    except Exception as error:  # shapes, dtypes, types or devices that do not stack
+        return operations_for(type(tensors[0]))["stack"](tensors)
+    except Exception as error:  # not arrays, or shapes, dtypes or devices that do not stack
         shapes = [tuple(getattr(t, "shape", ())) for t in tensors]
-        raise EinopsError(f"{context}: cannot stack the list of tensors with shapes {shapes}: {error}") from None
+        raise EinopsError(f"{describe_call(operation, pattern, None, axes_lengths)}: cannot stack the list "
+                          f"of tensors with shapes {shapes}: {error}") from None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -62,13 +47,12 @@ def steps_for(pattern: str, operation: Reduction, array_type: type, shape: tuple
     so a compiled model installs no guard on the cache and never recompiles when it grows.
     """
     axes_lengths = dict(lengths)
-    context = _describe_call(operation, pattern, shape, axes_lengths)
     try:
         recipe = make_recipe(pattern, operation, len(shape), tuple(axes_lengths))
         plan = make_plan(recipe, tuple(shape), axes_lengths)
-        return compile_steps(plan, array_type, context)
+        return compile_steps(plan, array_type)
     except EinopsError as error:
-        raise EinopsError(f"{context}: {error}") from None
+        raise EinopsError(f"{describe_call(operation, pattern, shape, axes_lengths)}: {error}") from None
 
 
 def _apply(tensor, pattern: str, operation: Reduction, axes_lengths: dict):
@@ -78,7 +62,7 @@ def _apply(tensor, pattern: str, operation: Reduction, axes_lengths: dict):
     try:
         shape = tensor.shape
     except AttributeError:  # not an array at all
-        raise EinopsError(f"{_describe_call(operation, pattern, None, axes_lengths)}: expected a numpy "
+        raise EinopsError(f"{describe_call(operation, pattern, None, axes_lengths)}: expected a numpy "
                           f"array or a torch tensor, got {type(tensor).__name__}") from None
     lengths = tuple(axes_lengths.items()) if axes_lengths else ()
     try:

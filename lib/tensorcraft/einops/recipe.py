@@ -53,6 +53,7 @@ class Plan:
 
     recipe: Recipe
     input_shape: tuple[int, ...]
+    axes_lengths: tuple[tuple[str, int], ...]  # the keyword lengths of the call, as (name, length)
     init_shape: tuple[int, ...] | None      # 1. reshape: split composed input dims into axes
     permutation: tuple[int, ...] | None     # 2. permute: output order, reduced axes last
     reduced_axes: tuple[int, ...]           # 3. reduce: these (trailing) axes
@@ -208,6 +209,18 @@ def _checked_length(name: str, length) -> int:
     return length
 
 
+def _dimension_error(recipe: Recipe, lengths: list, position: int, actual: int) -> EinopsError:
+    """Say which input dimension does not fit, and why (built only on failure: Dynamo-friendly)."""
+    dim = recipe.input_dims[position]
+    known = [axis for axis in dim if lengths[axis] is not None]
+    product = _product(lengths[axis] for axis in known)
+    given = ", ".join(f"{recipe.axes[axis]}={lengths[axis]}" for axis in known)
+    where = f"dimension {position}, written {_dim_text(recipe, dim)}, has length {actual}"
+    if len(known) == len(dim):
+        return EinopsError(where + (f", but {given} makes {product}" if dim else ", but the pattern says 1"))
+    return EinopsError(f"{where}, which cannot be split with {given}: {actual} is not divisible by {product}")
+
+
 def make_plan(recipe: Recipe, shape: tuple[int, ...], axes_lengths: dict) -> Plan:
     """Infer or check every axis length for one input ``shape`` and write down the steps."""
     lengths: list[int | None] = list(recipe.fixed_lengths)
@@ -215,19 +228,14 @@ def make_plan(recipe: Recipe, shape: tuple[int, ...], axes_lengths: dict) -> Pla
         lengths[axis] = _checked_length(name, axes_lengths[name])
 
     for position, (dim, actual) in enumerate(zip(recipe.input_dims, shape)):
-        known = [axis for axis in dim if lengths[axis] is not None]
         unknown = [axis for axis in dim if lengths[axis] is None]
-        known_product = _product(lengths[axis] for axis in known)
-        where = f"dimension {position}, written {_dim_text(recipe, dim)}, has length {actual}"
-        given = ", ".join(f"{recipe.axes[axis]}={lengths[axis]}" for axis in known)
+        known_product = _product(lengths[axis] for axis in dim if lengths[axis] is not None)
         if not unknown:
             if actual != known_product:
-                detail = f", but {given} makes {known_product}" if dim else ", but the pattern says 1"
-                raise EinopsError(where + detail)
+                raise _dimension_error(recipe, lengths, position, actual)
         else:  # exactly one unknown axis, make_recipe made sure of it
             if known_product == 0 or actual % known_product != 0:
-                raise EinopsError(f"{where}, which cannot be split with {given}: "
-                                  f"{actual} is not divisible by {known_product}")
+                raise _dimension_error(recipe, lengths, position, actual)
             lengths[unknown[0]] = actual // known_product
 
     n_input_axes = len(recipe.permutation)  # every input axis leaves, kept or reduced
@@ -252,6 +260,7 @@ def make_plan(recipe: Recipe, shape: tuple[int, ...], axes_lengths: dict) -> Pla
     return Plan(
         recipe=recipe,
         input_shape=tuple(shape),
+        axes_lengths=tuple(axes_lengths.items()),
         init_shape=None if one_axis_each else tuple(lengths[:n_input_axes]),
         permutation=None if identity else recipe.permutation,
         reduced_axes=reduced_axes,
