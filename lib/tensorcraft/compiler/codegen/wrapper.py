@@ -14,8 +14,9 @@ from typing import Any
 
 import torch
 
-import tensorcraft.compiler.functional
+import tensorcraft
 
+from .. import functional
 from ..ir import Graph, Node
 from ..passes.memory_plan import MemoryPlan, is_kernel_output
 from .kernel import CompiledKernel, Kernel
@@ -24,7 +25,7 @@ from .kernel import CompiledKernel, Kernel
 _MODULES = [
     ("torch.nn.functional", torch.nn.functional), ("torch", torch), ("torch.Tensor", torch.Tensor),
     ("torch.special", torch.special), ("torch.linalg", torch.linalg), ("torch.fft", torch.fft),
-    ("torch._C._nn", torch._C._nn), ("tensorcraft.compiler.functional", tensorcraft.compiler.functional),
+    ("torch._C._nn", torch._C._nn), ("tensorcraft.compiler.functional", functional),
 ]
 
 

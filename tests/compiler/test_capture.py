@@ -1,0 +1,152 @@
+"""Capture records what eager runs, in fx's order, and refuses what it could not replay."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.fx
+import torch.nn.functional as F
+from torch.fx.passes.shape_prop import ShapeProp
+
+import tensorcraft
+from tensorcraft.compiler.capture import capture
+from tensorcraft.compiler.examples import model_zoo
+from tensorcraft.compiler.interpret import interpret
+from tensorcraft.compiler.opnames import canonical_name
+
+
+class _IntoModules(torch.fx.Tracer):
+    """Trace through nn.Linear & co., as capture does (it sees F.linear, not the module)."""
+
+    def is_leaf_module(self, m, qualname):
+        return False
+
+
+def fx_op_sequence(model, x) -> list[str]:
+    gm = torch.fx.GraphModule(model, _IntoModules().trace(model))
+    ShapeProp(gm).propagate(x)
+    ops = []
+    for n in gm.graph.nodes:
+        if n.op in ("call_function", "call_method") and "tensor_meta" in n.meta:  # tensor values only
+            ops.append(canonical_name(n.target))
+    return ops
+
+
+@pytest.mark.parametrize("name", ["mlp", "norm_softmax", "attention"])
+def test_same_op_sequence_as_fx_symbolic_trace(name):
+    model, shape = model_zoo()[name]
+    x = torch.randn(shape)
+    captured = capture(model, (x,), module=model)
+    ours = [n.op for n in captured.graph.nodes if n.kind == "call"]
+    assert ours == fx_op_sequence(model, x)
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "norm_softmax", "attention"])
+def test_interpreting_the_captured_graph_gives_eager_results(name):
+    model, shape = model_zoo()[name]
+    model.eval()
+    x, other = torch.randn(shape), torch.randn(shape)
+    captured = capture(model, (x,), module=model)
+    params = dict(model.named_parameters()) | dict(model.named_buffers())
+    (got,) = interpret(captured.graph, [other], params)
+    torch.testing.assert_close(got, model(other))
+
+
+def _refusal(fn, *args):
+    compiled = tensorcraft.compile(fn, backend="python")
+    for _ in range(2):
+        torch.testing.assert_close(compiled(*args), fn(*args))  # eager's result, both times
+    assert compiled.stats.compiles == 0 and compiled.stats.eager_calls == 1
+    return compiled.explain()
+
+
+def test_data_dependent_branch_runs_eagerly_and_says_why():
+    def f(x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+    text = _refusal(f, torch.ones(3))
+    assert "data-dependent Python: Tensor.__bool__" in text and "test_capture.py" in text
+    assert tensorcraft.compile(f)(-torch.ones(3)).tolist() == [-2.0, -2.0, -2.0]
+
+
+@pytest.mark.parametrize("fn, words", [
+    (lambda x: x * x.max().item(), "Tensor.item"),
+    (lambda x: x[x > 0] * 2, "boolean mask"),
+    (lambda x: torch.nonzero(x).float(), "nonzero"),
+    (lambda x: x + torch.randn(3), "randomness: randn"),
+    (lambda x: F.dropout(x, 0.5, training=True), "randomness: dropout"),
+    (lambda x: x.add_(1), "in-place update of an input"),
+    (lambda x: torch.exp(x, out=torch.empty(3)), "out= argument"),
+])
+def test_unfaithful_captures_are_refused(fn, words):
+    x = torch.tensor([1.0, -2.0, 3.0])
+    compiled = tensorcraft.compile(fn, backend="python")
+    compiled(x.clone())
+    assert words in compiled.explain() and compiled.stats.compiles == 0
+
+
+def test_dropout_in_eval_mode_is_captured():
+    f = lambda x: F.dropout(x, 0.5, training=False) * 2  # noqa: E731
+    compiled = tensorcraft.compile(f, backend="python")
+    x = torch.randn(4)
+    compiled(x)
+    torch.testing.assert_close(compiled(x), x * 2)
+    assert compiled.stats.compiles == 1
+
+
+def test_inplace_update_of_a_parameter_is_refused():
+    lin = torch.nn.Linear(3, 3)
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = lin
+            self.register_buffer("count", torch.zeros(()))
+
+        def forward(self, x):
+            self.count.add_(1)
+            return self.lin(x)
+    m = M()
+    compiled = tensorcraft.compile(m, backend="python")
+    with torch.no_grad():
+        compiled(torch.randn(2, 3))
+        compiled(torch.randn(2, 3))
+    assert m.count.item() == 2 and "in-place update of an input or parameter: add_" in compiled.explain()
+
+
+def test_inplace_ops_on_intermediates_become_functional():
+    def f(x):
+        y = x * 2
+        y.relu_()
+        y[0] = 7.0
+        y += 1
+        return F.relu(y - 3, inplace=True)
+    compiled = tensorcraft.compile(f, backend="python")
+    for _ in range(3):
+        x = torch.randn(4, 5)
+        torch.testing.assert_close(compiled(x), f(x))
+    assert compiled.stats.compiles == 1
+    ops = [n.op for n in compiled.compiled.captured.nodes if n.kind == "call"]
+    assert ops == ["mul", "relu", "index_put", "add", "sub", "relu"]
+
+
+def test_inplace_update_of_a_view_is_refused():
+    def f(x):
+        y = x * 2
+        z = y[0]
+        z.mul_(3)
+        return y
+    x = torch.randn(3, 2)
+    text = _refusal(f, x)
+    assert "shares memory with a view" in text
+
+
+def test_tensors_from_a_closure_are_baked_in_but_guarded():
+    table = torch.arange(4.0)
+    f = lambda x: x * table  # noqa: E731
+    compiled = tensorcraft.compile(f, backend="python")
+    x = torch.ones(4)
+    compiled(x), compiled(x)
+    table.mul_(10)  # changes in place: the version guard notices
+    torch.testing.assert_close(compiled(x), torch.arange(4.0) * 10)
+    assert compiled.stats.compiles == 2 and "captured constant" in compiled.stats.recompiles[0]
