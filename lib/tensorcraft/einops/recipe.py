@@ -11,9 +11,9 @@ Two stages, so that each piece of work is done once:
    and writes down the five shapes and axis lists. ``tensorcraft.einops.ops`` caches the plan per
    shape, so repeated calls pay only for the tensor operations.
 
-Example, ``rearrange(x, "b (h w) c -> b c h w", h=2)`` on shape (5, 6, 3):
-elementary axes b h w c; init reshape (5, 2, 3, 3); permutation (0, 3, 1, 2); no reduction,
-no new axes, no final reshape.
+Example: ``print(plan_for("b (h w) c -> b c h w", (5, 6, 3), h=2))`` shows the elementary axes
+b h w c, an init reshape to (5, 2, 3, 3) and the permutation (0, 3, 1, 2); no reduction, no new
+axes, no final reshape.
 """
 from __future__ import annotations
 
@@ -60,6 +60,20 @@ class Plan:
     unsqueezed_shape: tuple[int, ...] | None  # 4. expand: insert length-1 axes where repeat adds axes,
     expanded_shape: tuple[int, ...] | None  # ...then broadcast them to their lengths
     final_shape: tuple[int, ...] | None     # 5. reshape: compose the output dims
+
+    def __str__(self) -> str:
+        """One line per step that runs, e.g. ``1. reshape (5, 2, 3, 3)``; what a notebook prints."""
+        operation = self.recipe.operation
+        name = operation if isinstance(operation, str) else getattr(operation, "__name__", repr(operation))
+        steps = [("reshape", self.init_shape), ("permute", self.permutation),
+                 (f"reduce ({name}) axes", self.reduced_axes or None),
+                 ("unsqueeze to", self.unsqueezed_shape), ("expand to", self.expanded_shape),
+                 ("reshape", self.final_shape)]
+        lines = [f'{name} "{self.recipe.pattern}" on shape {self.input_shape}:']
+        lines += [f"  {label} {value}" for label, value in steps if value is not None]
+        if len(lines) == 1:
+            lines.append("  nothing to do: the input is returned as it is")
+        return "\n".join(lines)
 
 
 def _axis_text(axis: Axis) -> str:
@@ -269,3 +283,9 @@ def make_plan(recipe: Recipe, shape: tuple[int, ...], axes_lengths: dict) -> Pla
         final_shape=None if one_axis_out else tuple(
             _product(lengths[axis] for axis in dim) for dim in recipe.output_dims),
     )
+
+
+def plan_for(pattern: str, shape: tuple[int, ...], operation: Operation = "rearrange", **axes_lengths: int) -> Plan:
+    """The plan of one call, to read: ``print(plan_for("b (h w) -> b h w", (2, 6), h=2))``."""
+    recipe = make_recipe(pattern, operation, len(shape), tuple(axes_lengths))
+    return make_plan(recipe, tuple(shape), axes_lengths)
