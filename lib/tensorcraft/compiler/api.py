@@ -90,7 +90,7 @@ class Compiler:
             self.stats.fallbacks.append(message)
             return self.fn(*args, **kwargs)
         if self.entries:
-            self.stats.recompiles.append(failures[0] if len(failures) == 1 else " / ".join(failures))
+            self.stats.recompiles.append(failures[-1])  # the newest entry's failed guard
         return self._compile_and_run(args, kwargs, flat, spec, training)
 
     def _compile_and_run(self, args, kwargs, flat, spec, training) -> Any:
@@ -99,7 +99,7 @@ class Compiler:
             or (self.module is not None and any(p.requires_grad for p in self.module.parameters())))
         frozen = not need_grad and not training
         captured = capture(self.fn, args, kwargs, module=self.module)
-        names = _flat_names(captured, flat)
+        names = captured.input_names
         if captured.graph is None:
             guards = build_guards(flat, spec, names, training, [], [], frozen)
             self.entries.append(Entry(guards, None, captured.reason))
@@ -181,14 +181,6 @@ class Compiler:
 def _is_python_value(value: Any) -> bool:
     from .ir import Node
     return not isinstance(value, Node)
-
-
-def _flat_names(captured, flat: list) -> list[str]:
-    names = [f"arg{i}" for i in range(len(flat))]
-    if captured.graph is not None:
-        for n in captured.graph.placeholders:
-            names[n.attrs["index"]] = n.name
-    return names
 
 
 class CompiledFunction:

@@ -38,6 +38,7 @@ class Captured:
     reason: str | None
     result: Any  # what the eager call returned (the first call's answer)
     constants: list[torch.Tensor] = field(default_factory=list)  # tensors baked in by reference
+    input_names: list[str] = field(default_factory=list)  # a readable name per flat input
 
 
 def capture(fn: Callable, args: tuple = (), kwargs: dict | None = None,
@@ -60,7 +61,7 @@ def capture(fn: Callable, args: tuple = (), kwargs: dict | None = None,
     with recorder:
         result = fn(*args, **kwargs)
     if recorder.reason is not None:
-        return Captured(None, recorder.reason, result)
+        return Captured(None, recorder.reason, result, input_names=names)
     out_flat, out_spec = pytree.tree_flatten(result)
     outputs = []
     for value in out_flat:
@@ -69,11 +70,12 @@ def capture(fn: Callable, args: tuple = (), kwargs: dict | None = None,
         elif isinstance(value, _RESULT_TYPES):
             outputs.append(value)
         else:
-            return Captured(None, f"unsupported output: the function returned a {type(value).__name__}", result)
+            return Captured(None, f"unsupported output: the function returned a {type(value).__name__}", result,
+                            input_names=names)
     graph = recorder.graph
     graph.add("output", "output", args=tuple(outputs))
     graph.output_spec = out_spec
-    return Captured(graph, None, result, recorder.constants)
+    return Captured(graph, None, result, recorder.constants, names)
 
 
 def _input_names(fn: Callable, args: tuple, kwargs: dict, flat: list) -> list[str]:
@@ -85,7 +87,7 @@ def _input_names(fn: Callable, args: tuple, kwargs: dict, flat: list) -> list[st
     names: list[str] = []
     for pname, value in bound.arguments.items():
         leaves = pytree.tree_leaves(value)
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, torch.Tensor) or len(leaves) == 1 and leaves[0] is value:
             names.append(pname)
         elif isinstance(value, (tuple, list)) and inspect.signature(fn).parameters[pname].kind \
                 is inspect.Parameter.VAR_POSITIONAL:

@@ -1,0 +1,106 @@
+"""Guards: reuse while inputs match, recompile with the failed guard named, eager past the limit."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import tensorcraft
+from tensorcraft.compiler.examples import MLP
+
+
+def _f(x):
+    return (x * 2).sin() + 1
+
+
+def test_same_inputs_hit_the_cache():
+    compiled = tensorcraft.compile(_f, backend="python")
+    for _ in range(4):
+        compiled(torch.randn(3, 4))
+    assert (compiled.stats.compiles, compiled.stats.cache_hits, compiled.stats.recompiles) == (1, 3, [])
+
+
+@pytest.mark.parametrize("second, words", [
+    (torch.randn(5, 4), "input x: shape [5, 4] != [3, 4]"),
+    (torch.randn(3, 4, dtype=torch.float64), "input x: dtype torch.float64 != torch.float32"),
+    (torch.randn(4, 3).t(), "input x: stride [1, 3] != [4, 1]"),
+    (torch.randn(3, 4).requires_grad_(), "input x: requires_grad True != False"),
+])
+def test_a_changed_input_recompiles_and_names_the_guard(second, words):
+    compiled = tensorcraft.compile(_f, backend="python")
+    first = torch.randn(3, 4)
+    torch.testing.assert_close(compiled(first), _f(first))
+    compiled(first)
+    torch.testing.assert_close(compiled(second), _f(second))
+    torch.testing.assert_close(compiled(second), _f(second))
+    assert compiled.stats.compiles == 2 and compiled.stats.recompiles == [words]
+    assert words in compiled.explain()
+
+
+def test_non_tensor_arguments_are_guarded_by_value():
+    g = lambda x, k: x * k  # noqa: E731
+    compiled = tensorcraft.compile(g, backend="python")
+    x = torch.randn(3)
+    compiled(x, 2), compiled(x, 2)
+    torch.testing.assert_close(compiled(x, 5), x * 5)
+    assert compiled.stats.recompiles == ["input k: value 5 != 2"]
+
+
+def test_grad_mode_and_training_mode_are_guarded():
+    model = MLP().eval()
+    compiled = tensorcraft.compile(model, backend="python")
+    x = torch.randn(2, 16)
+    with torch.no_grad():
+        compiled(x)
+    compiled(x)
+    model.train()
+    compiled(x)
+    assert compiled.stats.recompiles[0].startswith("grad mode changed")
+    assert compiled.stats.recompiles[1].startswith("training mode changed")
+
+
+def test_folded_parameters_are_guarded_by_their_version():
+    model = MLP().eval()
+    compiled = tensorcraft.compile(model, backend="python")
+    x = torch.randn(2, 16)
+    with torch.no_grad():
+        compiled(x), compiled(x)
+        model.fc1.weight.mul_(2)  # what an optimizer step does
+        torch.testing.assert_close(compiled(x), model(x))
+    assert compiled.stats.recompiles == ["module tensor fc1.weight changed in place since it was folded into constants"]
+
+
+def test_past_the_cache_limit_runs_eagerly_with_a_warning():
+    compiled = tensorcraft.compile(_f, backend="python", cache_limit=3)
+    for n in range(1, 4):
+        compiled(torch.randn(n))
+    x = torch.randn(7)
+    with pytest.warns(RuntimeWarning, match=r"cache limit \(3\) reached; running eagerly"):
+        torch.testing.assert_close(compiled(x), _f(x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once only
+        compiled(torch.randn(8))
+    assert compiled.stats.compiles == 3 and compiled.stats.eager_calls == 2
+    assert "cache limit (3) reached" in compiled.explain()
+    compiled(torch.randn(2))  # an existing entry still serves its inputs
+    assert compiled.stats.cache_hits == 1
+
+
+def test_default_cache_limit_is_torchs():
+    compiled = tensorcraft.compile(_f, backend="python")
+    with pytest.warns(RuntimeWarning):
+        for n in range(1, 11):
+            compiled(torch.randn(n))
+    assert compiled.stats.compiles == 8 and compiled.stats.eager_calls == 2
+
+
+def test_data_dependent_control_flow_entry_is_reused_eagerly():
+    def f(x):
+        return x * 2 if x.sum() > 0 else x - 1
+    compiled = tensorcraft.compile(f, backend="python")
+    pos, neg = torch.ones(3), -torch.ones(3)
+    torch.testing.assert_close(compiled(pos), pos * 2)
+    torch.testing.assert_close(compiled(neg), neg - 1)  # same guards: the eager entry runs it
+    assert compiled.stats.eager_calls == 1 and compiled.stats.compiles == 0
+    assert "EAGER" in compiled.explain() and "Tensor.__bool__" in compiled.explain()
