@@ -9,6 +9,8 @@ never from nbformat's random ids.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +18,7 @@ from pathlib import Path
 import jupytext
 import nbformat
 
-from .course import DEFAULT_COURSE, NOTEBOOKS, SOLUTIONS, Course, put_python_scripts_on_path
+from .course import DEFAULT_COURSE, NOTEBOOKS, REPO, SOLUTIONS, Course, put_python_scripts_on_path
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
@@ -72,10 +74,42 @@ def generate_assignment(course: Course, assignment: str) -> None:
         raise BuildError(f"nbgrader generate_assignment {assignment} failed:\n{result.stdout}{result.stderr}")
 
 
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _committed_sha256(path: Path) -> str | None:
+    """The hash of ``path`` as committed in git's HEAD, or None (no git, not committed)."""
+    try:
+        relative = path.resolve().relative_to(REPO)
+        shown = subprocess.run(["git", "show", f"HEAD:{relative.as_posix()}"], cwd=REPO, capture_output=True)
+    except (ValueError, OSError):
+        return None
+    return _sha256(shown.stdout) if shown.returncode == 0 else None
+
+
+def _safe_to_replace(target: Path, built_before: dict[str, str]) -> bool:
+    """A learner notebook may be replaced only if nobody has touched it since it was built or
+    committed: running `make course` again must never wipe a learner's answers."""
+    if not target.exists():
+        return True
+    current = _sha256(target.read_bytes())
+    return current in (built_before.get(target.name), _committed_sha256(target))
+
+
 def build(course: Course = DEFAULT_COURSE, solutions: Path = SOLUTIONS, notebooks: Path = NOTEBOOKS,
-          only: list[str] | None = None) -> list[Path]:
-    """Build every solution (or those named in ``only``) and return the learner notebooks written."""
+          only: list[str] | None = None, overwrite: bool = False) -> list[Path]:
+    """Build every solution (or those named in ``only``); return the learner notebooks now current.
+
+    A learner notebook that was edited since it was built (a learner's work) is left as it is,
+    with a warning, unless ``overwrite``; the fresh release is in the course directory.
+    """
+    known = {s.stem for s in solution_files(solutions)}
+    if only and set(only) - known:
+        raise BuildError(f"no solution for {sorted(set(only) - known)} in {solutions} (known: {sorted(known)})")
     course.prepare()
+    record_path = course.root / "built-notebooks.json"
+    built_before = json.loads(record_path.read_text()) if record_path.exists() else {}
     written = []
     for solution in solution_files(solutions):
         assignment = solution.stem
@@ -84,9 +118,18 @@ def build(course: Course = DEFAULT_COURSE, solutions: Path = SOLUTIONS, notebook
         write_notebook(source_notebook(solution), course.source(assignment))
         generate_assignment(course, assignment)
         target = notebooks / f"{assignment}.ipynb"
-        write_notebook(learner_notebook(course.release(assignment)), target)
+        fresh = nbformat.writes(learner_notebook(course.release(assignment))) + "\n"
+        if target.exists() and target.read_text(encoding="utf-8") == fresh:
+            pass
+        elif overwrite or _safe_to_replace(target, built_before):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(fresh, encoding="utf-8")
+        else:
+            print(f"warning: {target} has changes made since it was built (a learner's work?): left as it is. "
+                  f"The fresh release is {course.release(assignment)}; `python -m grader build --overwrite` "
+                  "replaces it.", file=sys.stderr)
+            continue
+        built_before[target.name] = _sha256(fresh.encode("utf-8"))
         written.append(target)
-    if only and len(written) != len(only):
-        missing = sorted(set(only) - {p.stem for p in written})
-        raise BuildError(f"no solution for {missing} in {solutions}")
+    record_path.write_text(json.dumps(built_before, indent=1, sort_keys=True))
     return written

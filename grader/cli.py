@@ -12,10 +12,10 @@ from .course import DEFAULT_COURSE, NOTEBOOKS, SOLUTIONS, Course
 def _build(args: argparse.Namespace) -> int:
     from .build import build
     started = time.perf_counter()
-    written = build(Course(args.course), args.solutions, args.notebooks, args.only or None)
+    written = build(Course(args.course), args.solutions, args.notebooks, args.only or None, args.overwrite)
     for path in written:
         print(f"built {path}")
-    print(f"{len(written)} notebook(s) in {time.perf_counter() - started:.1f} s")
+    print(f"{len(written)} notebook(s) current, in {time.perf_counter() - started:.1f} s")
     return 0
 
 
@@ -63,6 +63,8 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("only", nargs="*", help="assignments to build (default: all), e.g. 00_welcome")
     build.add_argument("--solutions", type=Path, default=SOLUTIONS)
     build.add_argument("--notebooks", type=Path, default=NOTEBOOKS)
+    build.add_argument("--overwrite", action="store_true",
+                       help="replace learner notebooks even when they were edited since they were built")
     build.set_defaults(run=_build)
 
     check = commands.add_parser("check", help="solutions score full marks, releases zero, every mutant fails")

@@ -38,6 +38,8 @@ class GuardedExecute(Execute):
     cell after it, instead of aborting the whole notebook."""
 
     shutdown_kernel = "immediate"   # a hung kernel is killed, not waited for
+    # The kernel's start-up warnings (plain-TCP transport) would repeat once per learner.
+    extra_arguments = ["--IPKernelApp.log_level=ERROR"]
     lost: str | None = None         # why the kernel was given up, once it was
 
     def preprocess(self, nb, resources=None, km=None):

@@ -22,7 +22,7 @@ _spec = importlib.util.spec_from_file_location("fake_class", Path(__file__).with
 fake_class = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fake_class)
 
-TIMEOUT = 3  # seconds per cell: the looping learner is interrupted quickly
+TIMEOUT = 10  # seconds per cell: short, so the looping learner is interrupted soon; long enough to import torch on a busy machine
 
 
 def fresh_course(built_course, where: Path) -> Course:

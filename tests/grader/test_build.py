@@ -51,3 +51,20 @@ def test_build_registers_the_assignment_in_the_gradebook(built_course):
     with Gradebook(course.db_url) as gradebook:
         assignment = gradebook.find_assignment("00_welcome")
         assert assignment.max_score == 4
+
+
+def test_a_rebuild_never_overwrites_an_edited_learner_notebook(built_course, tmp_path, capsys):
+    from grader.build import build
+    course, notebooks = built_course
+    mine = tmp_path / "notebooks"
+    mine.mkdir()
+    target = mine / "00_welcome.ipynb"
+    target.write_bytes((notebooks / "00_welcome.ipynb").read_bytes())
+    build(course, notebooks=mine)                      # untouched: replaced (here, identical)
+    edited = target.read_text().replace("raise NotImplementedError()", "return a[:, None] * b[None, :]", 1)
+    target.write_text(edited)
+    assert build(course, notebooks=mine) == []
+    assert target.read_text() == edited
+    assert "left as it is" in capsys.readouterr().err
+    assert build(course, notebooks=mine, overwrite=True) == [target]
+    assert target.read_bytes() == (notebooks / "00_welcome.ipynb").read_bytes()

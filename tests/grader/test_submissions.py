@@ -1,0 +1,26 @@
+"""The folder of submissions: what is found, what is skipped and why, what cannot be read."""
+from grader.course import DEFAULT_COURSE
+from grader.execute import execute_submission
+from grader.submissions import find_submissions
+
+
+def test_layout_learner_folder_then_notebook_named_after_its_assignment(tmp_path):
+    (tmp_path / "alice").mkdir()
+    (tmp_path / "alice" / "00_welcome.ipynb").write_text("{}")
+    (tmp_path / "alice" / "99_unknown.ipynb").write_text("{}")
+    (tmp_path / "bad name!").mkdir()
+    (tmp_path / "loose.ipynb").write_text("{}")
+    found, skipped = find_submissions(tmp_path, ["00_welcome"])
+    assert [(s.learner, s.assignment) for s in found] == [("alice", "00_welcome")]
+    assert len(skipped) == 3
+    assert any("99_unknown" in line and "no assignment" in line for line in skipped)
+    assert any("bad name!" in line for line in skipped)
+    assert any("loose.ipynb" in line and "not a learner folder" in line for line in skipped)
+
+
+def test_an_unreadable_submission_is_reported_not_raised(tmp_path):
+    broken = tmp_path / "00_welcome.ipynb"
+    broken.write_text("this is not json")
+    executed = execute_submission(broken, tmp_path / "out", DEFAULT_COURSE.db_url, "carol", "00_welcome", 5)
+    assert executed.problem.startswith(f"{broken} is not a readable notebook")
+    assert executed.notebook_json == ""
