@@ -255,6 +255,9 @@ def test_views_are_returned_where_einops_returns_them():
     (lambda x: reduce(x.long(), "b c -> b", "mean"), ['reduce(x, "b c -> b", \'mean\') on input of shape (2, 6)', "mean needs floating-point values", "torch.int64"]),
     (lambda x: rearrange(x, "b c -> b c 2"), ["no numeric axis other than 1"]),
     (lambda x: rearrange(3, "b c -> b c"), ["expected a numpy array or a torch tensor, got int"]),
+    (lambda x: reduce(x, "b c -> b", ["sum"]), ["unknown reduction ['sum']"]),
+    (lambda x: rearrange(x, "b (c d) -> b c d", c=[2]), ["c=[2]: an axis length must be an integer"]),
+    (lambda x: rearrange(x, "b (c d) -> b c d", c=2.0), ["c=2.0: an axis length must be an integer"]),
 ])
 def test_error_messages_name_call_shape_and_reason(call, expected):
     x = torch.zeros(2, 6)

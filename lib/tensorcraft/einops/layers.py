@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from tensorcraft.einops.errors import EinopsError
-from tensorcraft.einops.ops import _apply
+from tensorcraft.einops.ops import transform
 from tensorcraft.einops.pattern import parse_expression, split_pattern
 from tensorcraft.einops.recipe import make_recipe
 
@@ -40,7 +40,7 @@ class Rearrange(torch.nn.Module):
         _check_pattern(self, "rearrange", axes_lengths)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _apply(x, self.pattern, "rearrange", self.axes_lengths)
+        return transform(x, self.pattern, "rearrange", self.axes_lengths)
 
     def extra_repr(self) -> str:
         return repr(self.pattern) + _arguments(self.axes_lengths)
@@ -57,7 +57,7 @@ class Reduce(torch.nn.Module):
         _check_pattern(self, reduction, axes_lengths)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _apply(x, self.pattern, self.reduction, self.axes_lengths)
+        return transform(x, self.pattern, self.reduction, self.axes_lengths)
 
     def extra_repr(self) -> str:
         return f"{self.pattern!r}, {self.reduction!r}" + _arguments(self.axes_lengths)

@@ -9,21 +9,19 @@ graph break.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, TypeVar, Union
+from typing import Any, Callable, Union
 
 from tensorcraft.einops.backends import compile_steps, operations_for
 from tensorcraft.einops.errors import EinopsError, describe_call
 from tensorcraft.einops.named_einsum import einsum, einsum_equation
 from tensorcraft.einops.packing import pack, unpack
 from tensorcraft.einops.pattern import ELLIPSIS, AnonymousAxis, parse_expression
-from tensorcraft.einops.recipe import make_plan, make_recipe
+from tensorcraft.einops.recipe import check_operation, make_plan, make_recipe
 
 __all__ = ["rearrange", "reduce", "repeat", "parse_shape", "pack", "unpack", "einsum",
            "einsum_equation", "EinopsError"]
 
-Tensor = TypeVar("Tensor")
 Reduction = Union[str, Callable[[Any, tuple[int, ...]], Any]]
-
 
 
 def _stack(tensors: list, pattern: str, operation: Reduction, axes_lengths: dict):
@@ -48,6 +46,7 @@ def steps_for(pattern: str, operation: Reduction, array_type: type, shape: tuple
     """
     axes_lengths = dict(lengths)
     try:
+        check_operation(operation)  # before it is hashed by make_recipe's cache
         recipe = make_recipe(pattern, operation, len(shape), tuple(axes_lengths))
         plan = make_plan(recipe, tuple(shape), axes_lengths)
         return compile_steps(plan, array_type)
@@ -55,7 +54,7 @@ def steps_for(pattern: str, operation: Reduction, array_type: type, shape: tuple
         raise EinopsError(f"{describe_call(operation, pattern, shape, axes_lengths)}: {error}") from None
 
 
-def _apply(tensor, pattern: str, operation: Reduction, axes_lengths: dict):
+def transform(tensor, pattern: str, operation: Reduction, axes_lengths: dict):
     """The hot path shared by rearrange, reduce and repeat: one cache lookup, then the steps."""
     if isinstance(tensor, list):
         tensor = _stack(tensor, pattern, operation, axes_lengths)
@@ -67,7 +66,7 @@ def _apply(tensor, pattern: str, operation: Reduction, axes_lengths: dict):
     lengths = tuple(axes_lengths.items()) if axes_lengths else ()
     try:
         steps = steps_for(pattern, operation, type(tensor), shape, lengths)
-    except TypeError:  # something unhashable (a list as a length, a lambda in a list...): no cache
+    except TypeError:  # something unhashable (symbolic sizes, a list as a length...): no cache
         steps = steps_for.__wrapped__(pattern, operation, type(tensor), shape, lengths)
     for step, argument in steps:
         tensor = step(tensor, argument)
@@ -79,7 +78,7 @@ def rearrange(tensor, pattern: str, **axes_lengths: int):
 
     Returns a view when the backend can (as einops). A list of tensors is stacked first.
     """
-    return _apply(tensor, pattern, "rearrange", axes_lengths)
+    return transform(tensor, pattern, "rearrange", axes_lengths)
 
 
 def reduce(tensor, pattern: str, reduction: Reduction, **axes_lengths: int):
@@ -88,12 +87,12 @@ def reduce(tensor, pattern: str, reduction: Reduction, **axes_lengths: int):
 
     ``reduction`` is one of min, max, sum, mean, prod, any, all, or a function ``f(tensor, axes)``.
     """
-    return _apply(tensor, pattern, reduction, axes_lengths)
+    return transform(tensor, pattern, reduction, axes_lengths)
 
 
 def repeat(tensor, pattern: str, **axes_lengths: int):
     """Rearrange, then add (broadcast) the axes new on the right: ``repeat(x, "h w -> h w c", c=3)``."""
-    return _apply(tensor, pattern, "repeat", axes_lengths)
+    return transform(tensor, pattern, "repeat", axes_lengths)
 
 
 def parse_shape(tensor, pattern: str) -> dict[str, int]:

@@ -84,6 +84,14 @@ def _names(axes) -> str:
     return ", ".join(sorted(_axis_text(axis) for axis in axes))
 
 
+def check_operation(operation) -> None:
+    """rearrange, repeat, a reduction's name, or a function f(tensor, axes); nothing else."""
+    if callable(operation) or (isinstance(operation, str) and operation in ("rearrange", "repeat", *REDUCTIONS)):
+        return
+    raise EinopsError(f"unknown reduction {operation!r}; expected one of {', '.join(REDUCTIONS)} "
+                      "or a function f(tensor, axes)")
+
+
 def _check_sides(left: Expression, right: Expression, operation: Operation,
                  given_names: tuple[str, ...]) -> None:
     """Which axes may stand on one side only depends on the operation: none for rearrange,
@@ -114,13 +122,11 @@ def _check_sides(left: Expression, right: Expression, operation: Operation,
         if missing:
             hint = ", ".join(f"{name}=..." for name in sorted(missing))
             raise EinopsError(f"new axis {_names(missing)} needs a length: pass {hint}")
-    elif operation in REDUCTIONS or callable(operation):
+    else:
+        check_operation(operation)
         if only_right:
             raise EinopsError(f"axis {_names(only_right)} appears on the right side only: "
                               f"reduce cannot add axes (numeric axes may stand on the left only)")
-    else:
-        raise EinopsError(f"unknown reduction {operation!r}; expected one of {', '.join(REDUCTIONS)} "
-                          "or a function f(tensor, axes)")
 
 
 def _expand_ellipsis(left: Expression, right: Expression, ndim: int) -> tuple[list, list]:
