@@ -20,7 +20,8 @@ Step = tuple[Callable[[Any, Any], Any], Any]
 
 
 def _one_axis_at_a_time(method: str) -> Callable:
-    """torch's prod (and, in einops, any/all) reduce one dimension per call: last axis first."""
+    """Reduce the axes one call each, last axis first: torch.prod accepts a single dim, and einops
+    reduces any/all/prod this way; doing the same keeps dtypes and values identical to einops'."""
     def reduce(x, axes):
         for axis in reversed(axes):
             x = getattr(x, method)(axis)

@@ -62,7 +62,7 @@ class Plan:
     final_shape: tuple[int, ...] | None     # 5. reshape: compose the output dims
 
     def __str__(self) -> str:
-        """One line per step that runs, e.g. ``1. reshape (5, 2, 3, 3)``; what a notebook prints."""
+        """One line per step that runs, e.g. ``  reshape (5, 2, 3, 3)``: what a notebook prints."""
         operation = self.recipe.operation
         name = operation if isinstance(operation, str) else getattr(operation, "__name__", repr(operation))
         steps = [("reshape", self.init_shape), ("permute", self.permutation),
@@ -76,12 +76,8 @@ class Plan:
         return "\n".join(lines)
 
 
-def _axis_text(axis: Axis) -> str:
-    return str(axis)
-
-
 def _names(axes) -> str:
-    return ", ".join(sorted(_axis_text(axis) for axis in axes))
+    return ", ".join(sorted(str(axis) for axis in axes))
 
 
 def check_operation(operation) -> None:
@@ -183,9 +179,9 @@ def make_recipe(pattern: str, operation: Operation, ndim: int, given_names: tupl
     for dim in left_dims:
         unknown = [axis for axis in dim if not is_known(axis)]
         if len(unknown) > 1:
-            names = ", ".join(map(_axis_text, unknown))
+            names = ", ".join(map(str, unknown))
             raise EinopsError(f"cannot infer the lengths of {names} from one dimension "
-                              f"({' '.join(map(_axis_text, dim))}); pass all of them but one as keywords")
+                              f"({' '.join(map(str, dim))}); pass all of them but one as keywords")
 
     reduced = [axis for axis in left_axes if axis not in on_right]
     leaving_order = [axis for axis in right_axes if axis in on_left] + reduced
@@ -215,7 +211,7 @@ def _product(numbers) -> int:
 def _dim_text(recipe: Recipe, dim: tuple[int, ...]) -> str:
     if not dim:
         return "1"
-    words = " ".join(_axis_text(recipe.axes[axis]) for axis in dim)
+    words = " ".join(str(recipe.axes[axis]) for axis in dim)
     return words if len(dim) == 1 else f"({words})"
 
 
