@@ -93,3 +93,11 @@ def test_a_pattern_needs_exactly_one_arrow(pattern):
 def test_einops_error_is_caught_by_the_same_except_clauses_as_einops():
     assert issubclass(einops.EinopsError, RuntimeError)
     assert issubclass(EinopsError, RuntimeError) and issubclass(EinopsError, ValueError)
+
+
+@pytest.mark.parametrize("name, category", [("for", RuntimeWarning), ("axis", FutureWarning)])
+def test_discouraged_names_warn_as_in_einops(name, category):
+    with pytest.warns(category):
+        ParsedExpression(f"b {name}")
+    with pytest.warns(category):
+        parse_expression(f"b {name}")

@@ -14,6 +14,8 @@ Anything else is an `EinopsError` that says which word or character is wrong.
 """
 from __future__ import annotations
 
+import keyword
+import warnings
 from dataclasses import dataclass
 from typing import Union
 
@@ -90,6 +92,15 @@ def axis_name_problem(name: str, *, allow_underscore: bool = False) -> str | Non
     return None
 
 
+def _warn_if_discouraged(name: str) -> None:
+    """einops accepts these names but warns about them; so do we (once per pattern: parsing is cached)."""
+    if keyword.iskeyword(name):
+        warnings.warn(f"It is discouraged to use axes names that are keywords: {name}", RuntimeWarning, stacklevel=4)
+    if name == "axis":
+        warnings.warn("It is discouraged to use 'axis' as an axis name and will raise an error in future",
+                      FutureWarning, stacklevel=4)
+
+
 def parse_expression(text: str, *, allow_underscore: bool = False,
                      allow_duplicates: bool = False) -> Expression:
     """Parse one side of a pattern. Raises EinopsError naming the offending word or character."""
@@ -120,6 +131,7 @@ def parse_expression(text: str, *, allow_underscore: bool = False,
             problem = axis_name_problem(word, allow_underscore=allow_underscore)
             if problem:
                 raise fail(problem)
+            _warn_if_discouraged(word)
             repeats_allowed = allow_duplicates or (allow_underscore and word == "_")
             if word in seen and not repeats_allowed:
                 raise fail(f"axis '{word}' appears twice")
