@@ -32,6 +32,7 @@ def fold_constants(graph: Graph) -> Graph:
                 folded = Node(node.name, "constant", "constant", value, (), {}, tuple(value.shape), value.dtype,
                               value.device, {"folded_from": node.op})
                 graph.replace_all_uses(node, folded)
+                known[folded] = value
                 new_nodes.append(folded)
                 continue
         new_nodes.append(node)
