@@ -1,0 +1,128 @@
+"""`einsum`: parse -> infer -> path -> lower, with the plan cached per (equation, shapes).
+
+The first call with a given equation and shapes parses, chooses a path and plans every
+contraction (pure Python over shapes); later calls find the plan in a cache and pay only for
+the tensor operations, which is what keeps small einsums close to torch.einsum's C++ speed.
+
+Semantics are torch.einsum's, with three deliberate extensions where torch fails:
+operands of different dtypes are promoted to a common dtype (as numpy does), integer
+results keep the operands' dtype (torch returns int64 after some sums and errors after
+others), and boolean operands work (sum of products read as OR of ANDs, as numpy does).
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+import numpy as np
+import torch
+
+from tensorcraft.einstein.lower import PairPlan, SinglePlan, plan_pair, plan_single, run_pair, run_single
+from tensorcraft.einstein.parse import EinsumError, Equation, parse_equation, split_arguments
+from tensorcraft.einstein.path import Optimize, Path, find_path
+
+DEFAULT_OPTIMIZE = "auto"  # exhaustive ('optimal') up to 5 operands, greedy beyond: the plan is cached, so search once
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything `einsum` decided for one (equation, shapes): the path and one lowered plan per step."""
+
+    equation: Equation
+    path: Path
+    steps: tuple[Union[SinglePlan, PairPlan], ...]
+
+    def __str__(self) -> str:
+        eq = self.equation
+        lines = [f"einsum {eq.normalized!r} for shapes {', '.join(map(str, eq.shapes))}; path {self.path}"]
+        for n, (positions, step) in enumerate(zip(self.path, self.steps)):
+            lines.append(f"step {n}: operands {positions}")
+            lines.append(str(step) if isinstance(step, PairPlan) else "  " + str(step))
+        return "\n".join(lines)
+
+
+def build_plan(equation: str, shapes: Sequence[Sequence[int]], optimize: Optimize = DEFAULT_OPTIMIZE) -> Plan:
+    """Parse, choose the path, and plan each pairwise contraction (shapes only, no tensors)."""
+    eq = parse_equation(equation, shapes)
+    if len(eq.shapes) == 1:
+        return Plan(eq, [(0,)], (plan_single(eq.input_labels[0], eq.shapes[0], eq.output_labels),))
+    path = find_path(eq, optimize)
+    current = list(zip(eq.input_labels, eq.shapes))   # (labels, shape) of each operand still to contract
+    steps = []
+    for n, positions in enumerate(path):
+        if len(positions) != 2:
+            raise EinsumError(f"einsum: each step of a path contracts two operands; step {n} is {positions}")
+        i, j = positions
+        (a_labels, a_shape), (b_labels, b_shape) = current[i], current[j]
+        current = [c for p, c in enumerate(current) if p not in (i, j)]
+        last = n == len(path) - 1
+        if last:
+            step = plan_pair(a_labels, a_shape, b_labels, b_shape, keep=eq.output_labels, result=eq.output_labels)
+        else:
+            needed = set(eq.output_labels).union(*(labels for labels, _ in current))
+            step = plan_pair(a_labels, a_shape, b_labels, b_shape, keep=needed)
+        steps.append(step)
+        current.append((step.labels, step.unflat))
+    return Plan(eq, path, tuple(steps))
+
+
+cached_plan = functools.lru_cache(maxsize=4096)(build_plan)
+
+
+def run_plan(plan: Plan, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Execute a plan on tensors of one dtype."""
+    if len(tensors) == 1:
+        return run_single(plan.steps[0], tensors[0])
+    current = list(tensors)
+    for (i, j), step in zip(plan.path, plan.steps):
+        a, b = current[i], current[j]
+        current = [t for p, t in enumerate(current) if p not in (i, j)]
+        current.append(run_pair(step, a, b))
+    return current[0]
+
+
+def _hashable(optimize: Optimize) -> Any:
+    if isinstance(optimize, (list, tuple)):
+        return tuple(tuple(step) for step in optimize)
+    return optimize
+
+
+def _common_dtype(tensors: Sequence[torch.Tensor]) -> torch.dtype:
+    return functools.reduce(torch.promote_types, (t.dtype for t in tensors))
+
+
+def _from_numpy(operands: Sequence[Any]) -> list[torch.Tensor]:
+    arrays = [np.asarray(op) for op in operands]
+    dtype = np.result_type(*arrays)
+    return [torch.from_numpy(np.ascontiguousarray(a, dtype=dtype)) if any(s < 0 for s in a.strides)
+            else torch.from_numpy(a.astype(dtype, copy=False)) for a in arrays]
+
+
+def einsum(*args: Any, optimize: Optimize = DEFAULT_OPTIMIZE) -> Any:
+    """Einstein summation, exactly as torch.einsum computes it.
+
+    `einsum('bij,bjk->bik', a, b)`, `einsum('ij,jk', [a, b])` or `einsum(a, [0, 1], b, [1, 2], [0, 2])`.
+    Torch tensors (any device; autograd flows through) give a tensor; numpy arrays give a numpy
+    array (a numpy scalar for a 0-d result, like numpy.einsum). `optimize` chooses the order of
+    contractions: 'auto' (default), 'optimal', 'greedy', False/'none' (left to right) or a path.
+    Raises EinsumError (a ValueError and a RuntimeError) for an equation that does not fit.
+    """
+    equation, operands = split_arguments(args)
+    numpy_out = not any(isinstance(op, torch.Tensor) for op in operands)
+    if numpy_out:
+        tensors = _from_numpy(operands)
+    else:
+        tensors = [op if isinstance(op, torch.Tensor) else torch.as_tensor(op) for op in operands]
+        dtype = _common_dtype(tensors)
+        tensors = [t if t.dtype == dtype else t.to(dtype) for t in tensors]
+    plan = cached_plan(equation, tuple(t.shape for t in tensors), _hashable(optimize))
+    if tensors[0].dtype == torch.bool:  # no bool matmul: count in int64, then "any term true"
+        out = run_plan(plan, [t.to(torch.int64) for t in tensors]) != 0
+    else:
+        out = run_plan(plan, tensors)
+    if numpy_out:
+        out = out.numpy()
+        return out[()] if out.ndim == 0 else out
+    return out

@@ -1,0 +1,235 @@
+"""Choose the order of pairwise contractions, and count its cost as opt_einsum does.
+
+Three operands or more can be contracted in many orders, with very different costs:
+for `ij,jk,kl->il` with shapes 1000x10, 10x1000, 1000x10, left to right builds a 1000x1000
+intermediate (2e7 multiply-adds), while `jk,kl` first costs 2e5.
+
+A path is a list of tuples, opt_einsum's format: each tuple names positions in the current
+list of operands; those are removed, contracted, and the result is appended at the end.
+
+The cost model is opt_einsum's (opt_einsum/helpers.py `flop_count`, contract.py `contract_path`):
+a contraction of k operands touching the labels L costs
+
+    prod(size[l] for l in L) * (max(1, k - 1) + (1 if some label disappears else 0))
+
+so a pairwise product with a summed label costs 2 * (size of the full index space).
+The "naive" cost is the same formula applied to all operands at once.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any, Union
+
+from tensorcraft.einstein.parse import EinsumError, Equation, parse_equation
+
+Path = list[tuple[int, ...]]
+Optimize = Union[str, bool, None, Sequence[Sequence[int]]]
+STRATEGIES = ("auto", "optimal", "greedy", "none")
+# "auto": exhaustive search up to this many operands (at most a few hundred paths), greedy beyond
+AUTO_OPTIMAL_MAX = 5
+
+
+def size_of(labels: frozenset[str] | Sequence[str], sizes: dict[str, int]) -> int:
+    return math.prod(sizes[l] for l in set(labels))
+
+
+def flop_count(labels: frozenset[str], inner: bool, num_terms: int, sizes: dict[str, int]) -> int:
+    """opt_einsum's cost of one contraction: the index space, times the number of operations per point."""
+    return size_of(labels, sizes) * (max(1, num_terms - 1) + (1 if inner else 0))
+
+
+@dataclass(frozen=True)
+class Step:
+    """One contraction of the path."""
+
+    positions: tuple[int, ...]          # positions in the list of operands at this step
+    inputs: tuple[frozenset[str], ...]  # their label sets
+    result: frozenset[str]              # labels kept by the result
+    removed: frozenset[str]             # labels summed away here
+    flops: int
+
+
+def contraction_step(sets: Sequence[frozenset[str]], positions: Sequence[int],
+                     output: frozenset[str], sizes: dict[str, int]) -> Step:
+    """Contract `sets[positions]`: keep what the output or the other operands need, sum the rest."""
+    involved = tuple(sets[p] for p in positions)
+    touched = frozenset().union(*involved)
+    others = [s for p, s in enumerate(sets) if p not in positions]
+    needed = output.union(*others)
+    result = touched & needed
+    removed = touched - result
+    return Step(tuple(positions), involved, result, removed,
+                flop_count(touched, bool(removed), len(positions), sizes))
+
+
+def walk(sets: Sequence[frozenset[str]], path: Path, output: frozenset[str],
+         sizes: dict[str, int]) -> list[Step]:
+    """Follow a path; return its steps with their costs."""
+    sets = list(sets)
+    steps = []
+    for positions in path:
+        if not positions or len(set(positions)) != len(positions) or not all(0 <= p < len(sets) for p in positions):
+            raise EinsumError(f"contract_path: invalid step {positions} for {len(sets)} operand(s) left")
+        step = contraction_step(sets, positions, output, sizes)
+        steps.append(step)
+        sets = [s for p, s in enumerate(sets) if p not in positions] + [step.result]
+    if len(sets) != 1:
+        raise EinsumError(f"contract_path: the path leaves {len(sets)} operands instead of 1")
+    return steps
+
+
+# --------------------------------------------------------------------------- the searches
+
+
+def left_to_right(n: int) -> Path:
+    """No optimisation: contract the first two, then the result with the next, and so on."""
+    return [(0,)] if n == 1 else [(0, 1)] * (n - 1)
+
+
+def optimal_path(sets: Sequence[frozenset[str]], output: frozenset[str], sizes: dict[str, int]) -> Path:
+    """Try every order of pairwise contractions (depth first), pruning any partial path that is
+    already as expensive as the best complete one. Exact, and factorial in the number of operands."""
+    if len(sets) <= 2:
+        return left_to_right(len(sets))
+    best_cost, best_path = math.inf, None
+
+    def search(current: list[frozenset[str]], path: Path, cost: int) -> None:
+        nonlocal best_cost, best_path
+        if len(current) == 1:
+            best_cost, best_path = cost, list(path)
+            return
+        for i, j in combinations(range(len(current)), 2):
+            step = contraction_step(current, (i, j), output, sizes)
+            if cost + step.flops >= best_cost:
+                continue
+            rest = [s for p, s in enumerate(current) if p not in (i, j)]
+            search(rest + [step.result], path + [(i, j)], cost + step.flops)
+
+    search(list(sets), [], 0)
+    return best_path
+
+
+def greedy_path(sets: Sequence[frozenset[str]], output: frozenset[str], sizes: dict[str, int]) -> Path:
+    """Contract, at each step, the most promising pair; quadratic work per step, no look-ahead.
+
+    Pairs that share a label to sum come first, and among them the one that frees the most
+    memory (sizes of the two inputs minus the size of the result). Only when no pair shares
+    such a label are the rest joined, smallest result first (absorbing scalars, then outer
+    products). Labels that every operand has (like a batch label) do not count as shared: they
+    are summed last anyway. Ties go to the pair with fewer FLOPs, then to the leftmost.
+    This is the scheme of opt_einsum's greedy, written without its priority queue.
+    """
+    current = list(sets)
+    everywhere = frozenset.intersection(*current)  # labels of every operand act like batch labels
+    path: Path = []
+    while len(current) > 1:
+        def score(pair: tuple[int, int]) -> tuple:
+            i, j = pair
+            step = contraction_step(current, pair, output, sizes)
+            if (current[i] & current[j]) - output - everywhere:  # they share a label to sum
+                memory_freed = size_of(current[i], sizes) + size_of(current[j], sizes) - size_of(step.result, sizes)
+                return (0, -memory_freed, step.flops, pair)
+            return (1, size_of(step.result, sizes), step.flops, pair)
+
+        i, j = min(combinations(range(len(current)), 2), key=score)
+        result = contraction_step(current, (i, j), output, sizes).result
+        current = [s for p, s in enumerate(current) if p not in (i, j)] + [result]
+        path.append((i, j))
+    return path or [(0,)]
+
+
+def find_path(eq: Equation, optimize: Optimize = "auto") -> Path:
+    """The path for an equation under a strategy: 'auto', 'optimal', 'greedy', False/None/'none', or a path.
+
+    'auto' (and True) means 'optimal' up to AUTO_OPTIMAL_MAX operands and 'greedy' beyond.
+    """
+    sets = [frozenset(labels) for labels in eq.input_labels]
+    output = frozenset(eq.output_labels)
+    if optimize is True or optimize == "auto":
+        optimize = "optimal" if len(sets) <= AUTO_OPTIMAL_MAX else "greedy"
+    if optimize is False or optimize is None or optimize == "none":
+        return left_to_right(len(sets))
+    if optimize == "optimal":
+        return optimal_path(sets, output, eq.sizes)
+    if optimize == "greedy":
+        return greedy_path(sets, output, eq.sizes)
+    if isinstance(optimize, str):
+        raise EinsumError(f"contract_path: unknown optimize={optimize!r}; use one of {STRATEGIES} or a path")
+    path = [tuple(int(p) for p in step) for step in optimize]
+    walk(sets, path, output, eq.sizes)  # validates it
+    return path
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def _term(labels: Sequence[str] | frozenset[str], order: Sequence[str]) -> str:
+    ordered = [l for l in order if l in labels] if isinstance(labels, frozenset) else list(labels)
+    return "".join(ordered)
+
+
+@dataclass(frozen=True)
+class PathInfo:
+    """What `contract_path` found, with opt_einsum's cost numbers; print it for a report."""
+
+    equation: Equation
+    path: Path
+    steps: tuple[Step, ...]
+    naive_cost: int
+    opt_cost: int
+    largest_intermediate: int
+
+    @property
+    def speedup(self) -> float:
+        return self.naive_cost / max(self.opt_cost, 1)
+
+    def __str__(self) -> str:
+        eq = self.equation
+        order = list(dict.fromkeys(l for labels in eq.input_labels for l in labels))
+        naive_scaling = len(order)
+        opt_scaling = max((len(frozenset().union(*s.inputs)) for s in self.steps), default=0)
+        lines = [
+            f"  Complete contraction:  {eq.normalized}",
+            f"         Naive scaling:  {naive_scaling}",
+            f"     Optimized scaling:  {opt_scaling}",
+            f"      Naive FLOP count:  {self.naive_cost:.3e}",
+            f"  Optimized FLOP count:  {self.opt_cost:.3e}",
+            f"   Theoretical speedup:  {self.speedup:.3e}",
+            f"  Largest intermediate:  {self.largest_intermediate:.3e} elements",
+            "-" * 72,
+            f"{'step':>4} {'pair':>8} {'FLOPs':>11}   contraction",
+            "-" * 72,
+        ]
+        for n, step in enumerate(self.steps):
+            last = n == len(self.steps) - 1
+            result = _term(eq.output_labels, order) if last else _term(step.result, order)
+            text = ",".join(_term(s, order) for s in step.inputs) + "->" + result
+            lines.append(f"{n:>4} {str(step.positions):>8} {step.flops:>11.3e}   {text}")
+        return "\n".join(lines)
+
+
+def path_info(eq: Equation, path: Path) -> PathInfo:
+    """Cost a path for a bound equation (the numbers opt_einsum.contract_path reports for it)."""
+    sets = [frozenset(labels) for labels in eq.input_labels]
+    output = frozenset(eq.output_labels)
+    steps = walk(sets, path, output, eq.sizes)
+    everything = frozenset().union(*sets)
+    inner = sum(len(s) for s in sets) - len(everything) > 0
+    naive = flop_count(everything, inner, len(sets), eq.sizes)
+    largest = max((size_of(s.result, eq.sizes) for s in steps), default=1)
+    return PathInfo(eq, list(path), tuple(steps), naive, sum(s.flops for s in steps), largest)
+
+
+def contract_path(equation: str, *shapes: Any, optimize: Optimize = "auto") -> tuple[Path, PathInfo]:
+    """Find a contraction order. `shapes`: one shape per operand (arrays work too: their `.shape` is used).
+
+    optimize: 'auto' (the default: 'optimal' up to 5 operands, else 'greedy'), 'optimal'
+    (exhaustive), 'greedy', False / None / 'none' (left to right), or an explicit path to cost. Returns (path, info) like opt_einsum.contract_path.
+    """
+    shapes = [tuple(s.shape) if hasattr(s, "shape") else tuple(s) for s in shapes]
+    eq = parse_equation(equation, shapes)
+    path = find_path(eq, optimize)
+    return path, path_info(eq, path)

@@ -1,0 +1,173 @@
+"""einsum: differential tests against torch.einsum and numpy.einsum, errors, autograd, dtypes, devices."""
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tensorcraft
+from einstein_cases import cases, mutated_cases
+from tensorcraft.einstein.api import build_plan, cached_plan, einsum
+from tensorcraft.einstein.parse import EinsumError
+
+equations = cases(min_operands=1, max_operands=4, max_size=4)
+
+
+def numpy_accepts(equation):
+    """numpy rejects an explicit output that leaves out '...' when inputs have one; torch sums it."""
+    if "->" not in equation:
+        return True
+    lhs, rhs = equation.split("->")
+    return "..." not in lhs or "..." in rhs
+
+
+@given(equations, st.sampled_from(["auto", "greedy", "optimal", "none"]))
+def test_equals_torch_einsum_float64(case, optimize):
+    tensors = case.tensors(np.random.default_rng(10))
+    expected = torch.einsum(case.equation, *tensors)
+    got = einsum(case.equation, *tensors, optimize=optimize)
+    assert got.dtype == expected.dtype
+    torch.testing.assert_close(got, expected)
+
+
+@given(equations)
+def test_equals_torch_einsum_float32(case):
+    tensors = case.tensors(np.random.default_rng(11), "float32")
+    torch.testing.assert_close(einsum(case.equation, *tensors), torch.einsum(case.equation, *tensors),
+                               rtol=1e-4, atol=1e-4)
+
+
+@given(equations)
+def test_equals_torch_einsum_int64_exactly(case):
+    tensors = case.tensors(np.random.default_rng(12), "int64")
+    got = einsum(case.equation, *tensors)
+    assert got.dtype == torch.int64
+    assert torch.equal(got, torch.einsum(case.equation, *tensors))
+
+
+@given(equations, st.sampled_from(["float64", "float32", "int32", "int64"]))
+def test_numpy_in_numpy_out_equals_numpy_einsum(case, dtype):
+    if not numpy_accepts(case.equation):
+        return
+    arrays = case.arrays(np.random.default_rng(13), dtype)
+    expected = np.einsum(case.equation, *arrays)
+    got = einsum(case.equation, *arrays)
+    assert type(got) is type(expected)  # ndarray, or numpy scalar for a 0-d result
+    assert np.asarray(got).dtype == np.asarray(expected).dtype
+    np.testing.assert_allclose(got, expected, rtol=1e-5 if dtype == "float32" else 1e-10, atol=1e-5)
+
+
+@given(mutated_cases())
+def test_rejects_exactly_what_torch_rejects(case):
+    tensors = case.tensors(np.random.default_rng(14))
+    try:
+        expected = torch.einsum(case.equation, *tensors)
+    except Exception:  # torch rejects (through opt_einsum, even an IndexError)
+        expected = None
+    if expected is None:
+        with pytest.raises(EinsumError):
+            einsum(case.equation, *tensors)
+    else:
+        torch.testing.assert_close(einsum(case.equation, *tensors), expected)
+
+
+@given(cases(min_operands=1, max_operands=3, max_size=3))
+def test_gradients_equal_torch_einsums(case):
+    rng = np.random.default_rng(15)
+    inputs = case.tensors(rng)
+    ours = [t.clone().requires_grad_() for t in inputs]
+    theirs = [t.clone().requires_grad_() for t in inputs]
+    out_ours = einsum(case.equation, *ours)
+    out_theirs = torch.einsum(case.equation, *theirs)
+    weight = torch.from_numpy(rng.standard_normal(tuple(out_theirs.shape)))
+    (out_ours * weight).sum().backward()
+    (out_theirs * weight).sum().backward()
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a.grad, b.grad)
+
+
+@pytest.mark.parametrize("equation, shape", [
+    ("ij->ji", (3, 4)), ("ii", (3, 3)), ("ii->i", (3, 3)), ("ij->", (3, 4)), ("ij->j", (3, 4)),
+    ("...ii->...i", (2, 3, 3)), ("iji->j", (2, 5, 2)), ("i", (4,)), ("", ()), ("->", ()),
+])
+def test_single_operand_cases(equation, shape):
+    x = torch.randn(shape, dtype=torch.float64)
+    torch.testing.assert_close(einsum(equation, x), torch.einsum(equation, x))
+    if numpy_accepts(equation):
+        np.testing.assert_allclose(einsum(equation, x.numpy()), np.einsum(equation, x.numpy()))
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8])
+def test_integer_dtypes_keep_their_dtype_like_numpy(dtype):
+    a = torch.randint(0, 3, (2, 3), dtype=dtype)
+    b = torch.randint(0, 3, (3, 4), dtype=dtype)
+    c = torch.randint(0, 3, (4, 5), dtype=dtype)
+    for equation in ["ij,jk->ik", "ij,jk->", "ij,jk,kl->il", "ij,jk,kl->", "ij->j"]:
+        operands = [a, b, c][: equation.split("->")[0].count(",") + 1]
+        got = einsum(equation, *operands)
+        expected = np.einsum(equation, *[t.numpy() for t in operands])
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got.numpy(), expected)
+
+
+def test_mixed_dtypes_are_promoted_and_booleans_work_like_numpy():
+    a, b = torch.randn(2, 3), torch.randn(3, 4, dtype=torch.float64)
+    got = einsum("ij,jk", a, b)
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got, a.double() @ b)
+    x, y = np.random.rand(2, 3) > 0.5, np.random.rand(3, 4) > 0.5
+    np.testing.assert_array_equal(einsum("ij,jk", x, y), np.einsum("ij,jk", x, y))
+
+
+def test_calling_conventions_and_the_public_names():
+    a, b = torch.randn(2, 3), torch.randn(3, 4)
+    expected = torch.einsum("ij,jk->ik", a, b)
+    torch.testing.assert_close(einsum("ij,jk", [a, b]), expected)
+    torch.testing.assert_close(einsum(a, [0, 1], b, [1, 2], [0, 2]), expected)
+    torch.testing.assert_close(tensorcraft.einsum(a, [Ellipsis, 1], b, [1, 2]), torch.einsum(a, [Ellipsis, 1], b, [1, 2]))
+    assert tensorcraft.EinsumError is EinsumError
+    assert tensorcraft.contract_path("ij,jk", a, b)[0] == [(0, 1)]
+
+
+def test_plans_are_cached_per_equation_and_shapes():
+    a, b = torch.randn(5, 6), torch.randn(6, 7)
+    einsum("ij,jk->ik", a, b)
+    hits = cached_plan.cache_info().hits
+    einsum("ij,jk->ik", torch.randn(5, 6), torch.randn(6, 7))
+    assert cached_plan.cache_info().hits == hits + 1
+
+
+def test_the_plan_prints_the_path_and_each_bmm():
+    text = str(build_plan("ij,jk,kl->il", [(1000, 10), (10, 1000), (1000, 10)]))
+    assert "path [(1, 2), (0, 1)]" in text and "bmm (1, 10, 1000) @ (1, 1000, 10)" in text
+
+
+def test_results_of_zero_size_dimensions():
+    a, b = torch.randn(2, 0), torch.randn(0, 4)
+    torch.testing.assert_close(einsum("ij,jk->ik", a, b), torch.zeros(2, 4))
+
+
+# ------------------------------------------------------------------ CUDA
+
+@pytest.mark.cuda
+@given(cases(min_operands=1, max_operands=4, max_size=4))
+def test_cuda_equals_torch_einsum_with_gradients(case):
+    inputs = [t.cuda().requires_grad_() for t in case.tensors(np.random.default_rng(16))]
+    out = einsum(case.equation, *inputs)
+    expected = torch.einsum(case.equation, *inputs)
+    assert out.device.type == "cuda"
+    torch.testing.assert_close(out, expected)
+    ours = torch.autograd.grad(out.sum(), inputs, allow_unused=True)
+    theirs = torch.autograd.grad(expected.sum(), inputs, allow_unused=True)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_cuda_integer_contractions(dtype):
+    a = torch.randint(0, 3, (2, 3, 4), dtype=dtype)
+    b = torch.randint(0, 3, (2, 4, 5), dtype=dtype)
+    got = einsum("bij,bjk->bik", a.cuda(), b.cuda())
+    assert got.dtype == dtype and got.device.type == "cuda"
+    assert torch.equal(got.cpu(), einsum("bij,bjk->bik", a, b))
