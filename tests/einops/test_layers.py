@@ -4,6 +4,7 @@ import einops.layers.torch as einops_layers
 import pytest
 import torch
 
+import tensorcraft.einops.layers as our_layers
 from tensorcraft.einops import EinopsError
 from tensorcraft.einops.layers import Rearrange, Reduce
 
@@ -21,7 +22,7 @@ def _model(layers_module, with_lengths=True):
 
 
 def test_sequential_gives_einops_output_and_state_dict():
-    ours, theirs = _model(__import__("tensorcraft.einops.layers", fromlist=["x"])), _model(einops_layers)
+    ours, theirs = _model(our_layers), _model(einops_layers)
     assert ours.state_dict().keys() == theirs.state_dict().keys()
     for key, value in theirs.state_dict().items():
         torch.testing.assert_close(ours.state_dict()[key], value, rtol=0, atol=0)
@@ -31,7 +32,7 @@ def test_sequential_gives_einops_output_and_state_dict():
 
 
 def test_gradients_flow_as_through_einops():
-    ours, theirs = _model(__import__("tensorcraft.einops.layers", fromlist=["x"])), _model(einops_layers)
+    ours, theirs = _model(our_layers), _model(einops_layers)
     x = torch.randn(2, 3, 8, 8)
     ours(x).sum().backward()
     theirs(x).sum().backward()
@@ -80,7 +81,7 @@ def test_shape_errors_surface_at_call_time():
 
 @pytest.mark.cuda
 def test_layers_on_cuda_match_einops():
-    ours = _model(__import__("tensorcraft.einops.layers", fromlist=["x"])).cuda()
+    ours = _model(our_layers).cuda()
     theirs = _model(einops_layers).cuda()
     x = torch.randn(2, 3, 8, 8, device="cuda")
     torch.testing.assert_close(ours(x), theirs(x), rtol=0, atol=0)

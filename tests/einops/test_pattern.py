@@ -1,5 +1,6 @@
 """tensorcraft.einops.pattern against einops' own parser, on generated one-sided expressions."""
 import einops
+import numpy as np
 import pytest
 from einops.parsing import AnonymousAxis as EinopsAnonymous
 from einops.parsing import ParsedExpression, _ellipsis
@@ -87,7 +88,7 @@ def test_a_pattern_needs_exactly_one_arrow(pattern):
     with pytest.raises(EinopsError, match="exactly one"):
         split_pattern(pattern)
     with pytest.raises(ValueError):  # einops lets a bare ValueError escape here; ours is also one
-        einops.rearrange(__import__("numpy").zeros(2), pattern)
+        einops.rearrange(np.zeros(2), pattern)
 
 
 def test_einops_error_is_caught_by_the_same_except_clauses_as_einops():
