@@ -102,3 +102,26 @@ def test_dynamic_batch_size_compiles_once_without_graph_breaks():
         x = torch.randn(batch, 6, 4)
         torch.testing.assert_close(compiled(x), f(x))
     assert len(compiles) == 1
+
+
+@pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
+def test_lists_pack_unpack_and_parse_shape_trace_without_graph_breaks():
+    from tensorcraft.einops import pack, parse_shape, unpack
+
+    def f(x, y):
+        stacked = rearrange([x, y], "n b c -> b (n c)")
+        packed, shapes = pack([x, y, stacked], "b *")
+        a, b, c = unpack(packed * 2, shapes, "b *")
+        return a + b + rearrange(c, "b (n c) -> b n c", n=2).sum(1) + parse_shape(x, "b c")["c"]
+
+    def reference(x, y):
+        stacked = einops.rearrange([x, y], "n b c -> b (n c)")
+        packed, shapes = einops.pack([x, y, stacked], "b *")
+        a, b, c = einops.unpack(packed * 2, shapes, "b *")
+        return a + b + einops.rearrange(c, "b (n c) -> b n c", n=2).sum(1) + einops.parse_shape(x, "b c")["c"]
+
+    torch._dynamo.reset()
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    explanation = torch._dynamo.explain(f)(x, y)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    torch.testing.assert_close(torch.compile(f, backend="eager", fullgraph=True)(x, y), reference(x, y))

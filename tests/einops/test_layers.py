@@ -85,3 +85,14 @@ def test_layers_on_cuda_match_einops():
     theirs = _model(einops_layers).cuda()
     x = torch.randn(2, 3, 8, 8, device="cuda")
     torch.testing.assert_close(ours(x), theirs(x), rtol=0, atol=0)
+
+
+def test_layers_survive_pickling_and_deepcopy():
+    import copy
+    import pickle
+
+    model = torch.nn.Sequential(Rearrange("b (h w) -> b h w", h=2), Reduce("b h w -> b w", "sum"))
+    x = torch.randn(3, 8)
+    for clone in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        assert repr(clone) == repr(model)
+        torch.testing.assert_close(clone(x), model(x), rtol=0, atol=0)

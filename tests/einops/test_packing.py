@@ -83,3 +83,14 @@ def test_errors_say_what_is_wrong(call, fragment):
     with pytest.raises(EinopsError) as caught:
         call()
     assert fragment in str(caught.value)
+
+
+@pytest.mark.cuda
+def test_pack_unpack_on_cuda_match_einops():
+    tensors = [torch.randn(2, 3, device="cuda"), torch.randn(2, 4, 5, device="cuda")]
+    packed, shapes = pack(tensors, "b *")
+    expected, expected_shapes = einops.pack(tensors, "b *")
+    assert packed.device == tensors[0].device and shapes == expected_shapes
+    torch.testing.assert_close(packed, expected, rtol=0, atol=0)
+    for piece, original in zip(unpack(packed, shapes, "b *"), tensors):
+        torch.testing.assert_close(piece, original, rtol=0, atol=0)

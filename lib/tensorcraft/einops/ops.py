@@ -9,7 +9,7 @@ graph break.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Union
+from typing import Any, Callable, TypeVar, Union
 
 from tensorcraft.einops.backends import compile_steps, operations_for
 from tensorcraft.einops.errors import EinopsError, describe_call
@@ -21,10 +21,11 @@ from tensorcraft.einops.recipe import check_operation, make_plan, make_recipe
 __all__ = ["rearrange", "reduce", "repeat", "parse_shape", "pack", "unpack", "einsum",
            "einsum_equation", "EinopsError"]
 
+Tensor = TypeVar("Tensor")  # a numpy array or a torch tensor; each function returns the same kind
 Reduction = Union[str, Callable[[Any, tuple[int, ...]], Any]]
 
 
-def _stack(tensors: list, pattern: str, operation: Reduction, axes_lengths: dict):
+def _stack(tensors: list[Tensor], pattern: str, operation: Reduction, axes_lengths: dict) -> Tensor:
     """A list of tensors is stacked along a new first axis, as einops does."""
     if len(tensors) == 0:
         raise EinopsError(f"{describe_call(operation, pattern, None, axes_lengths)}: the list of tensors is empty")
@@ -54,7 +55,7 @@ def steps_for(pattern: str, operation: Reduction, array_type: type, shape: tuple
         raise EinopsError(f"{describe_call(operation, pattern, shape, axes_lengths)}: {error}") from None
 
 
-def transform(tensor, pattern: str, operation: Reduction, axes_lengths: dict):
+def transform(tensor: Tensor | list[Tensor], pattern: str, operation: Reduction, axes_lengths: dict) -> Tensor:
     """The hot path shared by rearrange, reduce and repeat: one cache lookup, then the steps."""
     if isinstance(tensor, list):
         tensor = _stack(tensor, pattern, operation, axes_lengths)
@@ -73,7 +74,7 @@ def transform(tensor, pattern: str, operation: Reduction, axes_lengths: dict):
     return tensor
 
 
-def rearrange(tensor, pattern: str, **axes_lengths: int):
+def rearrange(tensor: Tensor | list[Tensor], pattern: str, **axes_lengths: int) -> Tensor:
     """Reorder, compose and decompose axes: ``rearrange(x, "b (h w) c -> b c h w", h=2)``.
 
     Returns a view when the backend can (as einops). A list of tensors is stacked first.
@@ -81,7 +82,7 @@ def rearrange(tensor, pattern: str, **axes_lengths: int):
     return transform(tensor, pattern, "rearrange", axes_lengths)
 
 
-def reduce(tensor, pattern: str, reduction: Reduction, **axes_lengths: int):
+def reduce(tensor: Tensor | list[Tensor], pattern: str, reduction: Reduction, **axes_lengths: int) -> Tensor:
     """Rearrange, then reduce the axes missing on the right:
     ``reduce(x, "b c (h 2) (w 2) -> b c h w", "max")``.
 
@@ -90,12 +91,12 @@ def reduce(tensor, pattern: str, reduction: Reduction, **axes_lengths: int):
     return transform(tensor, pattern, reduction, axes_lengths)
 
 
-def repeat(tensor, pattern: str, **axes_lengths: int):
+def repeat(tensor: Tensor | list[Tensor], pattern: str, **axes_lengths: int) -> Tensor:
     """Rearrange, then add (broadcast) the axes new on the right: ``repeat(x, "h w -> h w c", c=3)``."""
     return transform(tensor, pattern, "repeat", axes_lengths)
 
 
-def parse_shape(tensor, pattern: str) -> dict[str, int]:
+def parse_shape(tensor: Tensor, pattern: str) -> dict[str, int]:
     """Name the dimensions of ``tensor``: ``parse_shape(x, "b _ h w") -> {"b": 2, "h": 5, "w": 7}``.
 
     ``_`` skips a dimension, ``...`` skips any number of them, ``1`` and numbers are checked.

@@ -7,11 +7,13 @@ shape ("packed shapes"), which ``unpack`` needs to cut it back.
 from __future__ import annotations
 
 import functools
-from typing import Sequence
+from typing import Sequence, TypeVar
 
 from tensorcraft.einops.backends import operations_for
 from tensorcraft.einops.errors import EinopsError
 from tensorcraft.einops.pattern import axis_name_problem
+
+Tensor = TypeVar("Tensor")  # a numpy array or a torch tensor
 
 
 @functools.lru_cache(maxsize=128)
@@ -34,7 +36,7 @@ def star_layout(pattern: str, opname: str) -> tuple[int, int]:
     return n_before, len(words) - n_before - 1
 
 
-def pack(tensors: Sequence, pattern: str):
+def pack(tensors: Sequence[Tensor], pattern: str) -> tuple[Tensor, list[tuple[int, ...]]]:
     """Pack tensors into one along ``*``; returns ``(packed, packed_shapes)``."""
     n_before, n_after = star_layout(pattern, "pack")
     if len(tensors) == 0:
@@ -68,7 +70,7 @@ def _product(numbers) -> int:
     return result
 
 
-def unpack(tensor, packed_shapes: Sequence, pattern: str) -> list:
+def unpack(tensor: Tensor, packed_shapes: Sequence[Sequence[int]], pattern: str) -> list[Tensor]:
     """Cut ``tensor`` along ``*`` into pieces with the given packed shapes (one may hold -1)."""
     n_before, n_after = star_layout(pattern, "unpack")
     shape = tensor.shape
