@@ -30,7 +30,7 @@ def _error_output(ename: str, evalue: str) -> NotebookNode:
 
 def _cell_name(cell: NotebookNode, index: int) -> str:
     grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-    return f"cell {index} ({grade_id})" if grade_id else f"cell {index}"
+    return f"cell {index + 1} ({grade_id})" if grade_id else f"cell {index + 1}"
 
 
 class GuardedExecute(Execute):

@@ -151,13 +151,46 @@ except AssertionError as error:
 # When you hand in a notebook, your instructor runs `python -m grader autograde` on the class's
 # submissions. It restores every locked cell and every test cell to its original text (editing
 # them changes nothing), runs your notebook top to bottom in a fresh kernel, and scores each
-# graded test cell: full points when it runs without error, 0 when it raises. A cell that runs
-# longer than the time limit is interrupted and scores 0; so does a cell whose kernel dies, and
-# every cell after it. Your feedback shows your notebook with each test cell's output and score,
-# but not the source of the hidden tests.
-#
-# A GPU never changes a grade: the checks always run on the CPU; CUDA cases, where a GPU is
-# present, add verification and are reported, but cases that could not run are *pending*.
+# graded test cell with nbgrader's rule: full points when the cell ran without an error output,
+# 0 when it has one. Here is that rule, applied to a test cell worth 2 points:
+
+# %%
+import nbformat
+from nbgrader.utils import determine_grade
+
+test_cell = nbformat.v4.new_code_cell("check_outer(outer)", metadata={"nbgrader": {
+    "grade": True, "grade_id": "demo_tests", "points": 2, "solution": False, "locked": True}})
+print("ran without an error:  (score, points) =", determine_grade(test_cell))
+test_cell.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="check_outer: ...", traceback=[])]
+print("raised AssertionError: (score, points) =", determine_grade(test_cell))
+
+# %% [markdown]
+# Each cell has a time limit (30 s by default): a cell that runs longer is interrupted and has an
+# error output, so it scores 0, and the cells after it still run. A cell that kills its kernel
+# scores 0, and so does every cell after it, since everything the notebook had computed is gone.
+# The cell below grades a four-cell notebook with a 1-second limit, exactly as the grader runs
+# yours (it starts a second kernel, so it takes a few seconds; it is skipped while grading).
+
+# %%
+from grader.execute import GuardedExecute
+
+if os.environ.get("NBGRADER_EXECUTION") != "autograde":
+    demo = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("while True:\n    pass"),
+        nbformat.v4.new_code_cell("print('the cell after a timeout runs')"),
+        nbformat.v4.new_code_cell("import os\nos.kill(os.getpid(), 9)"),
+        nbformat.v4.new_code_cell("print('never printed')"),
+    ])
+    GuardedExecute(timeout=1).preprocess(demo, {"metadata": {"path": "."}})
+    for cell in demo.cells:
+        outputs = [o.get("text", "").strip() or o.ename + (f": {o.evalue}" if o.evalue else "") for o in cell.outputs]
+        print(f"{cell.source.splitlines()[0]:<40} -> {' | '.join(outputs)}")
+
+# %% [markdown]
+# Your feedback shows your notebook with each test cell's output and score, but not the source of
+# the hidden tests. A GPU never changes a grade: the checks always run on the CPU; CUDA cases,
+# where a GPU is present, add verification and are reported, and where none is present they are
+# *pending*.
 
 # %% [markdown]
 # ## Exercise 1 — outer product by broadcasting (2 points)

@@ -17,6 +17,7 @@ LEARNERS = {
     "raises": ("raise ValueError('oops')", CORRECT_ROWS),
     "loops": ("while True:\n        pass", CORRECT_ROWS),
     "kills": ("import os\n    os.kill(os.getpid(), 9)", CORRECT_ROWS),
+    "cheats": "empties the test cells",
 }
 # learner -> {grade_id: points}, what nbgrader must record
 EXPECTED = {
@@ -26,6 +27,7 @@ EXPECTED = {
     "raises": {"outer_tests": 0, "normalize_rows_tests": 2},
     "loops": {"outer_tests": 0, "normalize_rows_tests": 2},       # the timeout interrupts, the kernel lives on
     "kills": {"outer_tests": 0, "normalize_rows_tests": 0},       # the kernel is gone: later cells score 0
+    "cheats": {"outer_tests": 0, "normalize_rows_tests": 0},      # test cells are restored before running
 }
 HIDDEN_SOURCE = ("BEGIN HIDDEN TESTS", "check_outer(outer, hidden=True)",
                  "check_normalize_rows(normalize_rows, hidden=True)")
@@ -43,8 +45,19 @@ def submission(outer_body: str | None, rows_body: str | None) -> nbformat.Notebo
     return notebook
 
 
-def write_class(folder: Path) -> Path:
-    for learner, bodies in LEARNERS.items():
+def cheating_submission() -> nbformat.NotebookNode:
+    """The stubs left in place, and every test cell emptied so that it cannot fail."""
+    notebook = submission(None, None)
+    for cell in notebook.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade"):
+            cell.source = "pass"
+    return notebook
+
+
+def write_class(folder: Path, learners: tuple[str, ...] = tuple(LEARNERS)) -> Path:
+    for learner in learners:
+        bodies = LEARNERS[learner]
         (folder / learner).mkdir(parents=True, exist_ok=True)
-        nbformat.write(submission(*(bodies or (None, None))), folder / learner / "00_welcome.ipynb")
+        notebook = cheating_submission() if learner == "cheats" else submission(*(bodies or (None, None)))
+        nbformat.write(notebook, folder / learner / "00_welcome.ipynb")
     return folder
