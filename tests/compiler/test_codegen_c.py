@@ -151,7 +151,7 @@ def test_source_is_readable_c():
     kernel = _kernel((4, 8), [(4, 8), (4, 1)], [("d", "sub", "v0", "v1"), ("e", "exp", "d")], [("y", "e"), ("s", "e", "sum")])
     source = c.c_source(kernel)
     assert "#pragma omp parallel for" in source and "reduction(+:" in source
-    assert "void k(const float *in_x0, const float *in_x1, float *out_y, float *out_s)" in source
+    assert "void k(const float *in_x0, const float *in_x1, float *out_y, float *out_s, int n_threads)" in source
 
 
 SPECIAL_VALUES = [0.0, -0.0, 1e-30, -1e-30, 80.0, -80.0, 100.0, -100.0, float("inf"), float("-inf"), float("nan")]
@@ -171,3 +171,13 @@ def test_every_op_over_its_whole_domain(dtype):
         torch.testing.assert_close(g, e, rtol=2e-6 if dtype == "float32" else 1e-14,
                                    atol=1e-6 if dtype == "float32" else 1e-14, equal_nan=True,
                                    msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_threads_follow_omp_num_threads_or_the_available_cores(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert c.available_threads() == 3
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert c.available_threads() == len(os.sched_getaffinity(0))
+    big = _kernel((c.PARALLEL_MIN_ELEMENTS,), [(c.PARALLEL_MIN_ELEMENTS,)], [("y", "neg", "v0")], [("y", "y")])
+    small = _kernel((8,), [(8,)], [("y", "neg", "v0")], [("y", "y")])
+    assert c.compile_kernel(big).threads == c.available_threads() and c.compile_kernel(small).threads == 1

@@ -6,15 +6,20 @@ in every input, and a ``simd`` loop along the row; kernels with a reduction run 
 and accumulate along it. Shapes are constants in the source (kernels are specialised per shape,
 as torch.compile's are), so the compiler sees every trip count.
 
-Numerics (measured, see the table printed by ``tests/compiler/test_codegen_c.py`` and
-benchmarks/compile.py): IEEE semantics are kept (no -ffast-math); exp, log, tanh, erf, sin, cos and
-pow are vectorised through glibc's libmvec (at most 4 ulp); sums over float32 accumulate in double.
-Max abs error against eager PyTorch on the benchmark chains: 2.4e-7 (cheap ops 0).
+Numerics: IEEE semantics are kept (no -ffast-math: NaN, infinities and signed zeros behave as in
+eager, which test_every_op_over_its_whole_domain checks); exp, log, sin, cos, tanh, erf and pow are
+vectorised through glibc's libmvec; sums over float32 accumulate in double. Measured against eager
+on 1M values (float32): add/sub/mul/div/abs/neg/relu/max/min/sqrt/rsqrt/reciprocal exact or 1 ulp;
+exp, log, sin, cos, erf, pow 1 ulp; tanh 2, sigmoid 4, silu 5 ulp; gelu absolute error 5e-7 where
+1 + erf(x) cancels (x < -4). Float64: at most 3 ulp. On benchmarks/compile.py's chains: the cheap
+chain bit-identical to eager, the sigmoid/tanh/exp chain 5.8e-7 relative (5.7e-6 absolute).
+Without vector math, gcc -O3 calls scalar expf/tanhf and such a kernel lost to eager (DESIGN.md).
 """
 from __future__ import annotations
 
 import ctypes
 import math
+import os
 import re
 import struct
 
@@ -29,6 +34,18 @@ __all__ = ["c_source", "compile_kernel", "CompiledCKernel", "CompilerUnavailable
 # Columns per task when rows are long: large enough for a long simd loop, small enough that a
 # kernel over one huge row still splits across threads.
 BLOCK = 8192
+
+# Kernels over fewer points than this run on one thread (measured: a parallel region costs a few us).
+PARALLEL_MIN_ELEMENTS = 32768
+
+
+def available_threads() -> int:
+    """OpenMP threads for a kernel: $OMP_NUM_THREADS if set, else the cores this process may use."""
+    try:
+        return max(1, int(os.environ["OMP_NUM_THREADS"].split(",")[0]))
+    except (KeyError, ValueError):
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
 
 # How each op reads in C; `f` is the suffix of the float versions of math.h (expf vs exp).
 _UNARY_C = {
@@ -131,7 +148,7 @@ class _Printer:
     def signature(self) -> str:
         params = [f"const {self.t} *{self.ptr[b.name]}" for b in self.k.inputs]
         params += [f"{self.t} *{o}" for o in self.out]
-        return f"void {self.fn}({', '.join(params) or 'void'})"
+        return f"void {self.fn}({', '.join(params + ['int n_threads'])})"
 
     def body(self, load: dict[str, str], out_index: str) -> list[str]:
         """The straight-line statements at one point (``load``: how each input is read there),
@@ -181,7 +198,7 @@ class _Printer:
     def flat_loop(self) -> list[str]:
         body = self.body({b.name: f"{self.ptr[b.name]}[i]" for b in self.k.inputs}, "i")
         return ["/* no input broadcasts: one flat loop, split across threads, vectorised */",
-                "#pragma omp parallel for simd schedule(static)",
+                "#pragma omp parallel for simd schedule(static) num_threads(n_threads)",
                 f"for (int64_t i = 0; i < {self.layout.numel}; i++) {{", *_indent(body), "}"]
 
     def blocked_loop(self) -> list[str]:
@@ -198,7 +215,7 @@ class _Printer:
                 "#pragma omp simd", "for (int64_t j = j0; j < j1; j++) {", *_indent(body), "}"]
         return [f"/* some inputs broadcast: {self.layout.n_rows} rows of {n_cols}, "
                 f"in tasks of {block} columns; stride-0 inputs are read once per row */",
-                "#pragma omp parallel for schedule(static)",
+                "#pragma omp parallel for schedule(static) num_threads(n_threads)",
                 f"for (int64_t task = 0; task < {self.layout.n_rows * n_blocks}; task++) {{",
                 *_indent(task), "}"]
 
@@ -227,7 +244,7 @@ class _Printer:
                f"#pragma omp simd {' '.join(clauses)}", f"for (int64_t j = 0; j < {n_cols}; j++) {{",
                *_indent(body), "}", *after]
         return [f"/* reduction over the last axis: one task per row ({self.layout.n_rows} rows of {n_cols}) */",
-                "#pragma omp parallel for schedule(static)",
+                "#pragma omp parallel for schedule(static) num_threads(n_threads)",
                 f"for (int64_t row = 0; row < {self.layout.n_rows}; row++) {{", *_indent(row), "}"]
 
     def source(self) -> str:
@@ -250,7 +267,8 @@ def c_source(kernel: Kernel) -> str:
 
 
 class CompiledCKernel:
-    """A compiled kernel: call it as ``run(*inputs, *outputs)`` (see codegen.kernel).
+    """A compiled kernel: call it as ``run(*inputs, *outputs)`` (see codegen.kernel). The C
+    function takes one more argument, the number of OpenMP threads (``self.threads``).
 
     Arguments are checked (count, CPU, dtype, contiguous, shape) before their addresses reach C,
     because C would read or write out of bounds without a word. An output may be the very same
@@ -263,7 +281,9 @@ class CompiledCKernel:
         library = load_library(source)
         self._fn = getattr(library, _Printer(kernel).fn)
         self._fn.restype = None
-        self._fn.argtypes = [ctypes.c_void_p] * (len(kernel.inputs) + len(kernel.outputs))
+        self._fn.argtypes = [ctypes.c_void_p] * (len(kernel.inputs) + len(kernel.outputs)) + [ctypes.c_int]
+        # Small kernels run on one thread: waking the others costs more than their share of the work.
+        self.threads = 1 if math.prod(kernel.shape) < PARALLEL_MIN_ELEMENTS else available_threads()
         self._dtype = DTYPES[kernel.dtype]
         self._names = [f"input {b.name}" for b in kernel.inputs] + [f"output {o.name}" for o in kernel.outputs]
         self._shapes = [torch.Size(b.shape) for b in kernel.inputs] + \
@@ -277,7 +297,7 @@ class CompiledCKernel:
             if not (isinstance(t, torch.Tensor) and t.dtype is self._dtype and t.device.type == "cpu"
                     and t.shape == shape and t.is_contiguous()):
                 self._complain(t, shape, name)
-        self._fn(*[t.data_ptr() for t in tensors])
+        self._fn(*[t.data_ptr() for t in tensors], self.threads)
 
     def _complain(self, t: object, shape: torch.Size, name: str) -> None:
         where = f"kernel {self.kernel.name}, {name}"
