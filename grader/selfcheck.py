@@ -49,6 +49,7 @@ def check_mutants(assignment: str, verdict: NotebookVerdict) -> None:
         verdict.problems.append(f"no exercises for {assignment}: grader.checks.nb{assignment}.EXERCISES ({error})")
         return
     for name, exercise in exercises.items():
+        _check_stub_fails_cleanly(exercise, verdict)
         mutants = mutants_for(exercise.id)
         if not mutants:
             verdict.problems.append(f"exercise {exercise.id} has no mutants in grader/mutants/nb{assignment}.py")
@@ -60,6 +61,23 @@ def check_mutants(assignment: str, verdict: NotebookVerdict) -> None:
                 verdict.mutants_rejected += 1
             else:
                 verdict.problems.append(f"mutant {wrong.name} of {exercise.id} passes its checks")
+
+
+def _stub(*args, **kwargs):
+    raise NotImplementedError()
+
+
+def _check_stub_fails_cleanly(exercise, verdict: NotebookVerdict) -> None:
+    """The release's stub must fail the public and the hidden check with a report, not a crash."""
+    for hidden in (False, True):
+        try:
+            report = exercise.run(_stub, hidden=hidden, seed=MUTANT_SEED if hidden else None)
+        except Exception as error:
+            verdict.problems.append(f"the {'hidden' if hidden else 'public'} check of {exercise.id} crashed "
+                                    f"on the release's stub: {type(error).__name__}: {error}")
+            continue
+        if not report.failed:
+            verdict.problems.append(f"the {'hidden' if hidden else 'public'} check of {exercise.id} passes the stub")
 
 
 def _graded_errors(notebook: Path) -> list[tuple[str, list[str]]]:

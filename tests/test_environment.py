@@ -1,6 +1,5 @@
 """environment.yml (conda) and pyproject.toml (pip) must pin the very same packages."""
 import re
-import tomllib
 from pathlib import Path
 
 import yaml
@@ -15,8 +14,17 @@ def _canonical(requirement: str) -> tuple[str, str]:
     return re.sub(r"[-_.]+", "-", match[1]).lower(), match[2]
 
 
+def _pyproject_project() -> dict:
+    """pyproject.toml's [project] table (tomllib is Python >= 3.11; the course allows 3.10)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: pip vendors a TOML reader
+        from pip._vendor import tomli as tomllib
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
 def _pyproject_pins() -> dict[str, str]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    project = _pyproject_project()
     requirements = list(project["dependencies"])
     for extra in project.get("optional-dependencies", {}).values():
         requirements += extra
@@ -44,5 +52,5 @@ def test_environment_yml_python_satisfies_requires_python():
     pythons = [n for n in conda_names if n.startswith("python")]
     assert pythons, "environment.yml does not name a python version"
     version = tuple(int(x) for x in pythons[0].split("=")[1].split("."))
-    minimum = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    minimum = _pyproject_project()["requires-python"]
     assert version >= tuple(int(x) for x in minimum.lstrip(">=").split("."))
