@@ -256,3 +256,19 @@ def test_whole_pipeline_matches_eager_on_random_programs(program, dtype):
         inputs = example_inputs(dtype=dtype, seed=seed)
         torch.testing.assert_close(compiled(*inputs), fn(*inputs), rtol=1e-5, atol=1e-5)
     assert compiled.stats.compiles == 1 and compiled.stats.cache_hits == 2
+
+
+def test_views_of_rewritten_values_keep_their_storage_alive():
+    """A view of a decomposed softmax must keep the fused buffer it looks into out of reuse."""
+    def f(x, w):
+        s = (x * 2).softmax(-1)
+        t = (s * 3).sum()                 # s * 3 joins the softmax's last kernel: s lives in a slot
+        v = s.view(-1)                    # a view of the softmax result
+        y = torch.tanh(x @ w + 1) * 3     # a later kernel that could take s's slot
+        return y.sum() + v[:4].sum() + t
+    compiled = tensorcraft.compile(f, backend="python")
+    x, w = torch.randn(4, 6), torch.randn(6, 6)
+    compiled(x, w)
+    torch.testing.assert_close(compiled(x, w), f(x, w))
+    plan = compiled.compiled.plan
+    assert not plan.notes and "softmax" in plan.slot_of

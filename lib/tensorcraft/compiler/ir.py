@@ -15,6 +15,8 @@ Node kinds:
 """
 from __future__ import annotations
 
+import builtins
+import keyword
 import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -22,7 +24,8 @@ from typing import Any, Callable, Iterator
 import torch
 
 # Names generated code uses for itself; node names never take them.
-RESERVED = {"torch", "operator", "tensorcraft", "forward", "math", "functional"}
+RESERVED = {"torch", "operator", "tensorcraft", "forward", "math", "functional"} | set(dir(builtins)) \
+    | set(keyword.kwlist)
 KINDS = ("placeholder", "param", "constant", "call", "kernel", "output")
 
 

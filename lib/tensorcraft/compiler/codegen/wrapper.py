@@ -91,7 +91,7 @@ class _Printer:
 
     def call(self, node: Node) -> str:
         fn = node.target
-        if fn is operator.getitem:
+        if fn is operator.getitem or fn is torch.Tensor.__getitem__:
             return f"{self.value(node.args[0])}[{self.value(node.args[1])}]"
         if type(fn).__name__ == "method-wrapper" and len(node.args) == 1:  # a Tensor property: x.T
             return f"{self.value(node.args[0])}.{fn.__self__.__name__}"

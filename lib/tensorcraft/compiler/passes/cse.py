@@ -42,6 +42,9 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
             key = None
         if key is not None and key in seen:
             graph.replace_all_uses(node, seen[key])
+            for other in graph.nodes:  # views of the duplicate now look into the survivor
+                if other.attrs.get("aliases") == node.name:
+                    other.attrs["aliases"] = seen[key].name
             continue
         if key is not None:
             seen[key] = node

@@ -90,6 +90,7 @@ def decompose(graph: Graph) -> Graph:
         if replacement is None:
             new_nodes.append(node)
             continue
+        replacement[-1].name = node.name  # keeps the name others (views, aliases) refer to
         new_nodes += replacement
         graph.replace_all_uses(node, replacement[-1])
     graph.nodes = new_nodes

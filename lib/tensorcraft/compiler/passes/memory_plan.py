@@ -41,11 +41,13 @@ class MemoryPlan:
     unplanned_bytes: int = 0      # every intermediate in its own buffer, none freed
     eager_peak_bytes: int = 0     # freed at last use, never reused (what eager achieves)
     planned_peak_bytes: int = 0   # with slots (held for the whole call) + everything else freed at last use
+    notes: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         return (f"memory plan: {len(self.slots)} reusable slot(s) ({_kb(sum(s.nbytes for s in self.slots))}), "
                 f"{len(self.slot_of)} kernel buffer(s) placed in them; peak {_kb(self.planned_peak_bytes)} planned, "
-                f"{_kb(self.eager_peak_bytes)} freeing at last use, {_kb(self.unplanned_bytes)} unplanned")
+                f"{_kb(self.eager_peak_bytes)} freeing at last use, {_kb(self.unplanned_bytes)} unplanned"
+                + "".join(f"; {note}" for note in self.notes))
 
 
 def _kb(n: int) -> str:
@@ -102,11 +104,15 @@ def plan_memory(graph: Graph) -> MemoryPlan:
         if i < end - 1 and name not in {o.name for o in graph.output.inputs}:
             plan.frees_after.setdefault(i, []).append(name)
 
+    names = {n.name for n in nodes}
+    unknown_alias = [n.name for n in nodes if n.attrs.get("aliases") and n.attrs["aliases"] not in names]
+    if unknown_alias:  # a pass lost track of what a view looks into: reuse nothing rather than guess
+        plan.notes.append(f"no buffer reuse: {unknown_alias[0]} is a view of a value no longer in the graph")
     busy_until: dict[int, int] = {}  # slot -> last index its current value is needed
     for i, n in enumerate(nodes):
         if not is_kernel_output(n):
             continue
-        if n.name in returned:
+        if n.name in returned or unknown_alias:
             plan.fresh.add(n.name)
             continue
         numel = n.nbytes // max(1, torch.empty((), dtype=n.dtype).element_size())
