@@ -117,15 +117,30 @@ print("\nafter the check, torch.square works again:", torch.square(torch.tensor(
 # A graded cell runs the public check you see, then — at grading time only — the same check
 # with `hidden=True`: random cases drawn from a seed chosen when it runs, so an answer that
 # hard-codes the public cases fails. The seed is printed; setting the environment variable
-# `TENSORCRAFT_CHECK_SEED` replays exactly the same cases. Two runs with one seed:
+# `TENSORCRAFT_CHECK_SEED` replays exactly the same cases:
 
 # %%
 from grader.checks.seed import SEED_VARIABLE
 
 os.environ[SEED_VARIABLE] = "2024"
 check_square(square, hidden=True)
-check_square(square, hidden=True)
 del os.environ[SEED_VARIABLE]
+
+# %% [markdown]
+# Behind the check, the seed drives a random generator that draws the cases: the same seed draws
+# the same inputs, another seed draws others.
+
+# %%
+from grader.checks.nb00_welcome import SQUARE
+
+
+def drawn(seed):
+    return [case.args[0] for group in SQUARE.hidden(torch.Generator().manual_seed(seed)) for case in group.cases]
+
+
+print("shapes drawn with seed 2024:", [tuple(x.shape) for x in drawn(2024)])
+print("seed 2024 again, same inputs:", all(torch.equal(a, b) for a, b in zip(drawn(2024), drawn(2024))))
+print("shapes drawn with seed 2025:", [tuple(x.shape) for x in drawn(2025)])
 
 # %% [markdown]
 # An answer that only knows the public cases passes them and fails the hidden ones:
