@@ -1,6 +1,7 @@
 """tensorcraft.einops against einops: per-call time, side by side in one run.
 
-    python -m benchmarks einops [--rounds N] [--budget SECONDS] [--only tiny|large] [--backend torch|numpy]
+    python -m benchmarks einops [--rounds N] [--budget SECONDS] [--only tiny|large]
+                                [--backend torch|numpy] [--no-control]
 
 Two sizes: a tiny tensor, where a call costs almost nothing but the Python around it (parsing-cache
 lookups, shape bookkeeping), and a large one, where memory bandwidth dominates and both should tie.
@@ -93,13 +94,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--budget", type=float, default=0.4, help="seconds spent per case and size")
     parser.add_argument("--only", choices=sorted(SHAPES), help="run one size only")
     parser.add_argument("--backend", choices=["torch", "numpy"], help="run one backend only")
+    parser.add_argument("--no-control", dest="control", action="store_false",
+                        help="skip the A/A column (einops against itself), which shows the noise level")
     args = parser.parse_args(argv)
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     print(f"einops {einops.__version__}, torch {torch.__version__}, numpy {np.__version__}; "
           f"{args.rounds} alternating rounds;\n"
-          "times: best per-call of any round; ratio: median over rounds of ours / einops (< 1: ours faster)")
-    print(f"{'backend':8} {'size':6} {'case':26} {'einops':>13} {'tensorcraft':>13} {'ratio':>7}")
+          "times: best per-call of any round; ratio: median over rounds of ours / einops (< 1: ours faster);\n"
+          "A/A: einops / einops measured the same way (its distance from 1.00 is the noise now)")
+    print(f"{'backend':8} {'size':6} {'case':26} {'einops':>13} {'tensorcraft':>13} {'ratio':>7} "
+          f"{'A/A':>6}")
     ratios = {"tiny": [], "large": []}
     for backend in ["torch", "numpy"]:
         if args.backend and backend != args.backend:
@@ -111,8 +116,12 @@ def main(argv: list[str]) -> int:
             x = torch.from_numpy(x) if backend == "torch" else x
             for name, ours, theirs in cases(x, backend):
                 mine, reference, ratio = compare(ours, theirs, args.rounds, args.budget)
+                # A/A control: einops against itself, measured the same way; its distance from 1.00
+                # is the noise of this machine right now.
+                control = compare(theirs, lambda fn=theirs: fn(), args.rounds, args.budget)[2] if args.control else float("nan")
                 ratios[size].append(ratio)
-                print(f"{backend:8} {size:6} {name:26} {_format(reference)} {_format(mine)} {ratio:7.2f}")
+                print(f"{backend:8} {size:6} {name:26} {_format(reference)} {_format(mine)} {ratio:7.2f} "
+                      f"{control:6.2f}")
     for size, values in ratios.items():
         if values:
             print(f"{size}: geometric mean ratio {statistics.geometric_mean(values):.2f}, "
