@@ -151,7 +151,7 @@ def test_source_is_readable_c():
     kernel = _kernel((4, 8), [(4, 8), (4, 1)], [("d", "sub", "v0", "v1"), ("e", "exp", "d")], [("y", "e"), ("s", "e", "sum")])
     source = c.c_source(kernel)
     assert "#pragma omp parallel for" in source and "reduction(+:" in source
-    assert "void k(const float *in_x0, const float *in_x1, float *out_y, float *out_s, int n_threads)" in source
+    assert "void kernel_k(const float *in_x0, const float *in_x1, float *out_y, float *out_s, int n_threads)" in source
 
 
 SPECIAL_VALUES = [0.0, -0.0, 1e-30, -1e-30, 80.0, -80.0, 100.0, -100.0, float("inf"), float("-inf"), float("nan")]
@@ -181,3 +181,21 @@ def test_threads_follow_omp_num_threads_or_the_available_cores(monkeypatch):
     big = _kernel((c.PARALLEL_MIN_ELEMENTS,), [(c.PARALLEL_MIN_ELEMENTS,)], [("y", "neg", "v0")], [("y", "y")])
     small = _kernel((8,), [(8,)], [("y", "neg", "v0")], [("y", "y")])
     assert c.compile_kernel(big).threads == c.available_threads() and c.compile_kernel(small).threads == 1
+
+
+@pytest.mark.parametrize("shape, reduce", [((3, 0), "sum"), ((3, 0), "mean"), ((0, 4), "sum"), ((0,), None)])
+def test_empty_iteration_spaces(shape, reduce):
+    kernel = _kernel(shape, [shape], [("e", "exp", "v0")], [("y", "e")] + ([("r", "e", reduce)] if reduce else []))
+    inputs = random_inputs(kernel, 0)
+    for g, e in zip(run(kernel, inputs), evaluate(kernel, *inputs)):
+        torch.testing.assert_close(g, e, equal_nan=True)
+
+
+def test_names_that_are_not_c_identifiers_or_clash_with_c():
+    """Kernel and buffer names come from graphs: "exp", "float", "bn.weight" must all work."""
+    kernel = Kernel("exp", (3,), (Buffer("bn.weight", (3,)), Buffer("float", (3,))),
+                    (Stmt("int", "load", ("bn.weight",)), Stmt("1x", "load", ("float",)),
+                     Stmt("c", "const", (3e38,)), Stmt("s", "add", ("int", "1x")), Stmt("m", "minimum", ("s", "c"))),
+                    (Output("out.0", "m"),))
+    inputs = random_inputs(kernel, 0)
+    assert_matches(kernel, run(kernel, inputs), evaluate(kernel, *inputs))

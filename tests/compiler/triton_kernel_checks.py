@@ -124,3 +124,20 @@ def test_cpu_tensors_without_the_interpreter_are_refused(monkeypatch):
     assert not compiled.interpreted
     with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
         compiled(torch.ones(3), torch.empty(3))
+
+
+@pytest.mark.parametrize("shape, reduce", [((3, 0), "sum"), ((3, 0), "mean"), ((0, 4), "sum"), ((0,), None)])
+def test_empty_iteration_spaces(shape, reduce):
+    kernel = _kernel(shape, [shape], [("e", "exp", "v0")], [("y", "e")] + ([("r", "e", reduce)] if reduce else []))
+    inputs = random_inputs(kernel, 0, DEVICE)
+    for g, e in zip(run(kernel, inputs), evaluate(kernel, *inputs)):
+        torch.testing.assert_close(g, e, equal_nan=True)
+
+
+def test_names_that_are_not_identifiers_or_clash_with_python():
+    kernel = Kernel("lambda", (3,), (Buffer("bn.weight", (3,)), Buffer("tl", (3,))),
+                    (Stmt("def", "load", ("bn.weight",)), Stmt("1x", "load", ("tl",)),
+                     Stmt("s", "add", ("def", "1x")), Stmt("t", "tanh", ("s",))),
+                    (Output("out.0", "t"), Output("launch", "s")))
+    inputs = random_inputs(kernel, 0, DEVICE)
+    assert_matches(kernel, run(kernel, inputs), evaluate(kernel, *inputs))

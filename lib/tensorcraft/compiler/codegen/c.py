@@ -20,14 +20,13 @@ from __future__ import annotations
 import ctypes
 import math
 import os
-import re
-import struct
 
 import torch
 
 from tensorcraft.compiler.codegen.c_toolchain import CCompileError, CompilerUnavailable, load_library
 from tensorcraft.compiler.codegen.kernel import BINARY, DTYPES, UNARY, Kernel
 from tensorcraft.compiler.codegen.layout import Layout, collapse
+from tensorcraft.compiler.codegen.naming import identifier
 
 __all__ = ["c_source", "compile_kernel", "CompiledCKernel", "CompilerUnavailable", "CCompileError"]
 
@@ -82,22 +81,9 @@ _VECTOR_MATH = ("exp", "log", "sin", "cos", "tanh", "erf", "pow")
 _C_TYPES = {"float32": "float", "float64": "double"}
 
 
-def _identifier(name: str, taken: set[str]) -> str:
-    """A C identifier made from a buffer or statement name, unique among ``taken``."""
-    base = re.sub(r"\W", "_", name)
-    if not base or base[0].isdigit():
-        base = "_" + base
-    ident, n = base, 1
-    while ident in taken:
-        ident, n = f"{base}_{n}", n + 1
-    taken.add(ident)
-    return ident
-
-
 def _literal(value: float, dtype: str) -> str:
     """A C literal that is exactly the value torch gives ``value`` in the kernel's dtype."""
-    if dtype == "float32":
-        value = struct.unpack("f", struct.pack("f", float(value)))[0]   # round to float32 as torch does
+    value = torch.full((), float(value), dtype=DTYPES[dtype]).item()   # rounded as torch.full does
     if math.isnan(value):
         return "NAN"
     if math.isinf(value):
@@ -115,10 +101,10 @@ class _Printer:
         self.t = _C_TYPES[kernel.dtype]
         self.f = "f" if kernel.dtype == "float32" else ""
         taken: set[str] = set()
-        self.fn = _identifier(kernel.name, taken)
-        self.ptr = {b.name: _identifier("in_" + b.name, taken) for b in kernel.inputs}
-        self.out = [_identifier("out_" + o.name, taken) for o in kernel.outputs]
-        self.var = {s.name: _identifier("v_" + s.name, taken) for s in kernel.stmts}
+        self.fn = identifier("kernel_" + kernel.name, taken)   # never a C keyword or a math.h name
+        self.ptr = {b.name: identifier("in_" + b.name, taken) for b in kernel.inputs}
+        self.out = [identifier("out_" + o.name, taken) for o in kernel.outputs]
+        self.var = {s.name: identifier("v_" + s.name, taken) for s in kernel.stmts}
         self.words = {"f": self.f, "one": self._lit(1.0), "half": self._lit(0.5),
                       "rsqrt2": self._lit(1.0 / math.sqrt(2.0))}
 

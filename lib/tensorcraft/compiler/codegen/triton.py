@@ -19,7 +19,6 @@ import hashlib
 import importlib.util
 import math
 import os
-import re
 import sys
 from types import ModuleType
 
@@ -28,6 +27,7 @@ import torch
 from tensorcraft.compiler.codegen.c_toolchain import CompilerUnavailable, cache_dir
 from tensorcraft.compiler.codegen.kernel import BINARY, DTYPES, UNARY, Kernel
 from tensorcraft.compiler.codegen.layout import Layout, collapse
+from tensorcraft.compiler.codegen.naming import identifier
 
 __all__ = ["triton_source", "compile_kernel", "CompiledTritonKernel"]
 
@@ -90,17 +90,6 @@ def _pow(a, b):
 }
 
 
-def _identifier(name: str, taken: set[str]) -> str:
-    base = re.sub(r"\W", "_", name)
-    if not base or base[0].isdigit():
-        base = "_" + base
-    ident, n = base, 1
-    while ident in taken:
-        ident, n = f"{base}_{n}", n + 1
-    taken.add(ident)
-    return ident
-
-
 class _Printer:
     """Builds the Python/Triton text of one kernel."""
 
@@ -109,10 +98,10 @@ class _Printer:
         self.layout: Layout = collapse(kernel)
         self.tl_type = _TL_TYPES[kernel.dtype]
         taken = {"tl", "triton", "torch", "launch", "_tanh", "_pow", "i", "j", "j0", "row", "mask", "BLOCK", "RBLOCK"}
-        self.fn = _identifier(kernel.name + "_kernel", taken)
-        self.ptr = {b.name: _identifier("in_" + b.name, taken) for b in kernel.inputs}
-        self.out = [_identifier("out_" + o.name, taken) for o in kernel.outputs]
-        self.var = {s.name: _identifier("v_" + s.name, taken) for s in kernel.stmts}
+        self.fn = identifier(kernel.name + "_kernel", taken)
+        self.ptr = {b.name: identifier("in_" + b.name, taken) for b in kernel.inputs}
+        self.out = [identifier("out_" + o.name, taken) for o in kernel.outputs]
+        self.var = {s.name: identifier("v_" + s.name, taken) for s in kernel.stmts}
         self.words = {"sqrt": "tl.sqrt_rn" if kernel.dtype == "float32" else "tl.sqrt"}
         # 32-bit offsets overflow past 2**31 elements
         self.wide = self.layout.numel + BLOCK >= 2**31
@@ -207,8 +196,13 @@ class _Printer:
         return [*([f"BLOCK = {BLOCK}", "", ""] if not self.layout.reduces else []),
                 f"def launch({', '.join(args)}):",
                 '    """Run the kernel: inputs then outputs, contiguous tensors on one device."""',
-                *([f"    if {self.layout.numel} == 0:", "        return"] if self.layout.numel == 0 else []),
-                f"    {self.fn}[{grid}]({', '.join(args)}, {meta})"]
+                f"    {self.fn}[{grid}]({', '.join(args)}, {meta})" if self.n_programs()
+                else "    return  # an empty iteration space: no program to run"]
+
+    def n_programs(self) -> int:
+        if self.layout.reduces:
+            return self.layout.n_rows
+        return -(-self.layout.numel // BLOCK)
 
     def source(self) -> str:
         params = [*self.ptr.values(), *self.out, "RBLOCK: tl.constexpr" if self.layout.reduces else "BLOCK: tl.constexpr"]
