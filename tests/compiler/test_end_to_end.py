@@ -94,3 +94,38 @@ def test_plain_function_with_outputs_in_a_structure():
         got, expected = compiled(x, y, scale=3.0), f(x, y, scale=3.0)
         torch.testing.assert_close(got, expected)
     assert compiled.stats.cache_hits == 1
+
+
+def test_default_backend_is_c_on_cpu_or_python_with_a_note():
+    f = lambda x: torch.tanh(x * 2) + 1  # noqa: E731
+    compiled = tensorcraft.compile(f)
+    x = torch.randn(5, 7)
+    compiled(x)
+    torch.testing.assert_close(compiled(x), f(x), rtol=1e-5, atol=1e-5)
+    chosen = compiled.compiled.backend
+    if importlib.util.find_spec("tensorcraft.compiler.codegen.c") is not None and not compiled.compiled.notes:
+        assert chosen == "c"
+    else:
+        assert chosen == "python" and "using the python backend instead" in compiled.explain()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", ZOO)
+def test_cuda_default_backend_matches_eager(name):
+    model, shape = model_zoo()[name]
+    model = model.cuda().eval()
+    compiled = tensorcraft.compile(model)
+    tol = 1e-3 if name == "cnn" else 1e-4  # cudnn convolutions run in TF32; folding changes their inputs
+    with torch.no_grad():
+        for seed in (1, 2, 3):
+            x = _inputs(shape, seed).cuda()
+            torch.testing.assert_close(compiled(x), model(x), rtol=tol, atol=tol)
+    assert compiled.compiled.backend == "triton" and compiled.stats.cache_hits == 2
+    model.train()
+    for seed in (1, 2):  # the first call captures, the second runs the compiled forward + recompute backward
+        x = _inputs(shape, seed).cuda().requires_grad_()
+        compiled(x).square().sum().backward()
+        got = x.grad
+        x.grad = None
+        model(x).square().sum().backward()
+        torch.testing.assert_close(got, x.grad, rtol=tol, atol=tol)

@@ -104,3 +104,18 @@ def test_data_dependent_control_flow_entry_is_reused_eagerly():
     torch.testing.assert_close(compiled(neg), neg - 1)  # same guards: the eager entry runs it
     assert compiled.stats.eager_calls == 1 and compiled.stats.compiles == 0
     assert "EAGER" in compiled.explain() and "Tensor.__bool__" in compiled.explain()
+
+
+def test_replacing_a_parameters_data_or_the_parameter_recompiles():
+    model = MLP().eval()
+    compiled = tensorcraft.compile(model, backend="python")
+    x = torch.randn(2, 16)
+    with torch.no_grad():
+        compiled(x)
+        model.fc2.bias.data = torch.ones(8)
+        torch.testing.assert_close(compiled(x), model(x))
+        model.fc1.weight = torch.nn.Parameter(torch.zeros(32, 16))
+        torch.testing.assert_close(compiled(x), model(x))
+    assert compiled.stats.recompiles == [
+        "module tensor fc2.bias now holds different memory (.data was replaced or moved)",
+        "module tensor fc1.weight was replaced by another tensor"]

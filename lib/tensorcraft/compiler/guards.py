@@ -32,7 +32,7 @@ class Guards:
     names: list[str]               # readable name of each flat input (for messages)
     grad_enabled: bool
     training: bool | None          # the module's flag (None for functions)
-    params: list[tuple[int, bool, int | None]]  # per module tensor: id, requires_grad, version if frozen
+    params: list[tuple[int, int, bool, int | None]]  # per module tensor: id, data_ptr, requires_grad, version if frozen
     param_names: list[str]
     constants: list[tuple[torch.Tensor, int]]   # baked tensors and the version they were baked at
 
@@ -49,9 +49,11 @@ class Guards:
             got = describe_input(value)
             if got != expected:
                 return _difference(name, got, expected)
-        for name, tensor, (pid, requires_grad, version) in zip(self.param_names, params, self.params):
+        for name, tensor, (pid, ptr, requires_grad, version) in zip(self.param_names, params, self.params):
             if id(tensor) != pid:
                 return f"module tensor {name} was replaced by another tensor"
+            if tensor.data_ptr() != ptr:  # `.data = ...`, module.to(...): same object, new memory
+                return f"module tensor {name} now holds different memory (.data was replaced or moved)"
             if tensor.requires_grad != requires_grad:
                 return f"module tensor {name}: requires_grad is {tensor.requires_grad}, was {requires_grad}"
             if version is not None and tensor._version != version:
@@ -72,7 +74,7 @@ class Guards:
         parts.append(f"grad_enabled={self.grad_enabled}")
         if self.training is not None:
             parts.append(f"training={self.training}")
-        if any(v is not None for _, _, v in self.params):
+        if any(v is not None for *_, v in self.params):
             parts.append(f"{len(self.params)} module tensors unchanged (folded)")
         return "; ".join(parts)
 
@@ -94,5 +96,6 @@ def build_guards(flat: Sequence[Any], spec: Any, names: Sequence[str], training:
                  constants: Sequence[torch.Tensor] = ()) -> Guards:
     """Remember what this call looked like."""
     return Guards(spec, [describe_input(v) for v in flat], list(names), torch.is_grad_enabled(), training,
-                  [(id(t), t.requires_grad, t._version if frozen else None) for t in params], list(param_names),
+                  [(id(t), t.data_ptr(), t.requires_grad, t._version if frozen else None) for t in params],
+                  list(param_names),
                   [(t, t._version) for t in constants])
