@@ -34,6 +34,9 @@ __all__ = ["c_source", "compile_kernel", "CompiledCKernel", "CompilerUnavailable
 # kernel over one huge row still splits across threads.
 BLOCK = 8192
 
+# Reductions over fewer rows than this (and long ones) split each row across the threads instead.
+FEW_ROWS = 8
+
 # Kernels over fewer points than this run on one thread (measured: a parallel region costs a few us).
 PARALLEL_MIN_ELEMENTS = 32768
 
@@ -226,11 +229,16 @@ class _Printer:
                 clauses += [f"reduction({op}:{acc})", f"reduction(|:{acc}_nan)"]
                 after.append(f"{ptr}[row] = {acc}_nan ? NAN : {acc};")
         body = self.body(self.row_loads(), "row_start + j") + update
+        # Many rows: threads share the rows. A few long rows: threads share each row's columns.
+        split_rows = self.layout.n_rows < FEW_ROWS and n_cols >= 4 * BLOCK
+        parallel = "#pragma omp parallel for schedule(static) num_threads(n_threads)"
+        inner = (f"#pragma omp parallel for simd schedule(static) num_threads(n_threads) {' '.join(clauses)}"
+                 if split_rows else f"#pragma omp simd {' '.join(clauses)}")
         row = [f"const int64_t row_start = row * {n_cols};", *self.row_offsets(), *init,
-               f"#pragma omp simd {' '.join(clauses)}", f"for (int64_t j = 0; j < {n_cols}; j++) {{",
-               *_indent(body), "}", *after]
-        return [f"/* reduction over the last axis: one task per row ({self.layout.n_rows} rows of {n_cols}) */",
-                "#pragma omp parallel for schedule(static) num_threads(n_threads)",
+               inner, f"for (int64_t j = 0; j < {n_cols}; j++) {{", *_indent(body), "}", *after]
+        how = "threads split each row" if split_rows else "one task per row"
+        return [f"/* reduction over the last axis: {how} ({self.layout.n_rows} rows of {n_cols}) */",
+                *([] if split_rows else [parallel]),
                 f"for (int64_t row = 0; row < {self.layout.n_rows}; row++) {{", *_indent(row), "}"]
 
     def source(self) -> str:
