@@ -139,7 +139,7 @@ def test_plans_are_cached_per_equation_and_shapes():
 
 def test_the_plan_prints_the_path_and_each_bmm():
     text = str(build_plan("ij,jk,kl->il", [(1000, 10), (10, 1000), (1000, 10)]))
-    assert "path [(1, 2), (0, 1)]" in text and "bmm (1, 10, 1000) @ (1, 1000, 10)" in text
+    assert "path [(1, 2), (0, 1)]" in text and "mm (10, 1000) @ (1000, 10)" in text
 
 
 def test_results_of_zero_size_dimensions():

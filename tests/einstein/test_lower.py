@@ -29,7 +29,8 @@ def test_single_plan_equals_torch_einsum(case):
 def test_groups_and_matrix_shapes_of_a_batched_matmul():
     plan = plan_pair("bij", (2, 3, 4), "bjk", (2, 4, 5), keep="bik", result="bik")
     assert (plan.batch, plan.left, plan.summed, plan.right) == (("b",), ("i",), ("j",), ("k",))
-    assert plan.a_matrix == (2, 3, 4) and plan.b_matrix == (2, 4, 5)
+    assert plan.kind == "matmul" and plan.a_matrix == (2, 3, 4) and plan.b_matrix == (2, 4, 5)
+    assert not plan.a_reshape and not plan.b_reshape and not plan.out_reshape
     assert plan.a_permute is None and plan.out_permute is None
     text = str(plan)
     assert "bmm (2, 3, 4) @ (2, 4, 5)" in text and "batch=b left=i sum=j right=k" in text
@@ -37,7 +38,7 @@ def test_groups_and_matrix_shapes_of_a_batched_matmul():
 
 def test_labels_of_one_operand_are_summed_before_the_bmm():
     plan = plan_pair("ijx", (2, 3, 7), "jk", (3, 4), keep="ik", result="ik")
-    assert plan.a.sum_dims == (2,) and plan.a_matrix == (1, 2, 3)
+    assert plan.a.sum_dims == (2,) and plan.a_matrix == (2, 3)
     a, b = torch.randn(2, 3, 7), torch.randn(3, 4)
     torch.testing.assert_close(run_pair(plan, a, b), torch.einsum("ijx,jk->ik", a, b))
 

@@ -6,6 +6,9 @@ Two operands A and B with labelled dimensions become
     B: take diagonals -> drop broadcast dims -> sum own labels -> permute -> reshape (batch, sum, right)
     result = bmm(A, B) -> reshape (batch..., left..., right...) -> permute to the wanted order
 
+(two degenerate shapes get a cheaper product, see `PairPlan`: nothing to sum is a broadcast
+multiply; nothing kept but batch labels is a batch of dot products, multiply and sum).
+
 where, after the first three steps, every label falls in one of four groups:
 
     batch   in A and B, kept         (like b in 'bij,bjk->bik')
@@ -143,7 +146,13 @@ def run_single(plan: SinglePlan, x: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class PairPlan:
-    """Two operands to one result through a batched matrix multiply."""
+    """Two operands to one result through one product of matrices.
+
+    kind "matmul": A as (B, M, K) and B as (B, K, N), or (M, K) and (K, N) without batch labels;
+    kind "dot":    nothing kept but batch labels: A and B as (B, K), multiply and sum K (a batch of
+                   dot products, where bmm with 1xK @ Kx1 matrices would waste its per-matrix setup);
+    kind "multiply": nothing to sum: A as (B, M, 1) times B as (B, 1, N), a broadcast product.
+    """
 
     a: Preparation
     b: Preparation
@@ -151,36 +160,39 @@ class PairPlan:
     left: tuple[str, ...]
     summed: tuple[str, ...]
     right: tuple[str, ...]
+    kind: str
     a_permute: tuple[int, ...] | None     # to (batch, left, summed)
     b_permute: tuple[int, ...] | None     # to (batch, summed, right)
-    a_matrix: tuple[int, int, int]        # (B, M, K)
-    b_matrix: tuple[int, int, int]        # (B, K, N)
+    a_matrix: tuple[int, ...]             # the shape A takes for the product
+    b_matrix: tuple[int, ...]
+    a_reshape: bool                       # False when A already has that shape
+    b_reshape: bool
     unflat: tuple[int, ...]               # sizes of batch + left + right
+    out_reshape: bool
     out_permute: tuple[int, ...] | None   # to the requested result order
     labels: tuple[str, ...]               # the result's labels
 
-    @property
-    def flops(self) -> int:
-        """Multiply-adds of the bmm (the dominant cost), counted as 2 each."""
-        bsz, m, k = self.a_matrix
-        return 2 * bsz * m * k * self.b_matrix[2]
-
     def __str__(self) -> str:
-        def side(name: str, prep: Preparation, perm, matrix, groups) -> str:
+        def side(name: str, prep: Preparation, perm, matrix, reshape, groups) -> str:
             steps = prep.describe()
             if perm:
                 steps.append(f"permute {perm}")
-            steps.append(f"reshape {matrix}")
-            return f"  {name} {_show(prep.labels_in):<8} " + " -> ".join(steps) + f"   [{groups}]"
+            if reshape:
+                steps.append(f"reshape {matrix}")
+            return (f"  {name} {_show(prep.labels_in):<8} " + (" -> ".join(steps) or "as it is")
+                    + f"   [{groups}]")
 
         groups = (f"batch={_show(self.batch) or '-'} left={_show(self.left) or '-'} "
                   f"sum={_show(self.summed) or '-'} right={_show(self.right) or '-'}")
+        product = {"matmul": f"{'bmm' if len(self.a_matrix) == 3 else 'mm'} {self.a_matrix} @ {self.b_matrix}",
+                   "dot": f"multiply {self.a_matrix} * {self.b_matrix}, sum the last dim",
+                   "multiply": f"multiply {self.a_matrix} * {self.b_matrix} (nothing to sum)"}[self.kind]
+        order = {"matmul": "batch, left, sum", "dot": "batch, sum", "multiply": "batch, left, 1"}[self.kind]
         out = [f"contract {_show(self.a.labels_in)},{_show(self.b.labels_in)}->{_show(self.labels)}   ({groups})",
-               side("A", self.a, self.a_permute, self.a_matrix, "batch, left, sum"),
-               side("B", self.b, self.b_permute, self.b_matrix, "batch, sum, right"),
-               (f"  bmm {self.a_matrix} @ {self.b_matrix}" if self.summed else
-                f"  multiply {self.a_matrix[:2] + (1,)} * {(self.b_matrix[0], 1, self.b_matrix[2])} (nothing to sum)")
-               + f" -> reshape {self.unflat}"
+               side("A", self.a, self.a_permute, self.a_matrix, self.a_reshape, order),
+               side("B", self.b, self.b_permute, self.b_matrix, self.b_reshape, order.replace("left", "right")
+                    .replace("batch, right, sum", "batch, sum, right").replace("batch, right, 1", "batch, 1, right")),
+               f"  {product}" + (f" -> reshape {self.unflat}" if self.out_reshape else "")
                + (f" -> permute {self.out_permute}" if self.out_permute else "")]
         return "\n".join(out)
 
@@ -191,7 +203,7 @@ def plan_pair(a_labels: Sequence[str], a_shape: Sequence[int],
     """Plan `A, B -> result`. `keep`: the labels still needed (later operands and the output).
 
     `result` fixes the result's label order (the last contraction passes the output);
-    None keeps the bmm's natural order batch + left + right, which costs no permute.
+    None keeps the natural order batch + left + right, which costs no permute.
     """
     keep = set(keep) if result is None else set(result)
     a_sizes = dict(zip(a_labels, a_shape))
@@ -212,24 +224,35 @@ def plan_pair(a_labels: Sequence[str], a_shape: Sequence[int],
     def prod(labels: Sequence[str]) -> int:
         return math.prod(size[l] for l in labels)
 
+    nb, m, k, n = prod(batch), prod(left), prod(summed), prod(right)
+    if not summed:
+        kind, a_matrix, b_matrix, product_shape = "multiply", (nb, m, 1), (nb, 1, n), (nb, m, n)
+    elif not left and not right:
+        kind, a_matrix, b_matrix, product_shape = "dot", (nb, k), (nb, k), (nb,)
+    elif not batch:
+        kind, a_matrix, b_matrix, product_shape = "matmul", (m, k), (k, n), (m, n)
+    else:
+        kind, a_matrix, b_matrix, product_shape = "matmul", (nb, m, k), (nb, k, n), (nb, m, n)
     natural = batch + left + right
+    unflat = tuple(size[l] for l in natural)
     return PairPlan(
-        a=a, b=b, batch=batch, left=left, summed=summed, right=right,
+        a=a, b=b, batch=batch, left=left, summed=summed, right=right, kind=kind,
         a_permute=_permutation(a.labels, batch + left + summed),
         b_permute=_permutation(b.labels, batch + summed + right),
-        a_matrix=(prod(batch), prod(left), prod(summed)),
-        b_matrix=(prod(batch), prod(summed), prod(right)),
-        unflat=tuple(size[l] for l in natural),
+        a_matrix=a_matrix, b_matrix=b_matrix,
+        a_reshape=tuple(size[l] for l in batch + left + summed) != a_matrix,
+        b_reshape=tuple(size[l] for l in batch + summed + right) != b_matrix,
+        unflat=unflat, out_reshape=unflat != product_shape,
         out_permute=None if result is None else _permutation(natural, result),
         labels=natural if result is None else tuple(result),
     )
 
 
 def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """bmm, or multiply-and-sum where bmm has no kernel (integer dtypes off the CPU)."""
+    """mm / bmm, or multiply-and-sum where they have no kernel (integer dtypes off the CPU)."""
     if a.is_floating_point() or a.is_complex() or a.device.type == "cpu":
-        return torch.bmm(a, b)
-    return (a.unsqueeze(3) * b.unsqueeze(1)).sum(2, dtype=a.dtype)
+        return torch.matmul(a, b)
+    return (a.unsqueeze(-1) * b.unsqueeze(-3)).sum(-2, dtype=a.dtype)
 
 
 def run_pair(plan: PairPlan, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -240,10 +263,16 @@ def run_pair(plan: PairPlan, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         a = a.permute(plan.a_permute)
     if plan.b_permute:
         b = b.permute(plan.b_permute)
-    if plan.summed:
-        out = _matmul(a.reshape(plan.a_matrix), b.reshape(plan.b_matrix))
-    else:  # nothing to sum: a broadcast product, which is what bmm with K = 1 would compute, only faster
-        bsz, m, _ = plan.a_matrix
-        out = a.reshape(bsz, m, 1) * b.reshape(bsz, 1, plan.b_matrix[2])
-    out = out.reshape(plan.unflat)
+    if plan.a_reshape:
+        a = a.reshape(plan.a_matrix)
+    if plan.b_reshape:
+        b = b.reshape(plan.b_matrix)
+    if plan.kind == "matmul":
+        out = _matmul(a, b)
+    elif plan.kind == "dot":
+        out = _sum(a * b, (-1,))
+    else:
+        out = a * b
+    if plan.out_reshape:
+        out = out.reshape(plan.unflat)
     return out.permute(plan.out_permute) if plan.out_permute else out
