@@ -199,3 +199,15 @@ def test_names_that_are_not_c_identifiers_or_clash_with_c():
                     (Output("out.0", "m"),))
     inputs = random_inputs(kernel, 0)
     assert_matches(kernel, run(kernel, inputs), evaluate(kernel, *inputs))
+
+
+def test_concurrent_compiles_of_one_kernel_all_succeed():
+    """Several compiles racing on one cache entry (threads here, processes in real life) each build
+    in a private folder and rename into place, so none reads a half-written file."""
+    from concurrent.futures import ThreadPoolExecutor
+    kernel = _kernel((5,), [(5,)], [("c", "cos", "v0")], [("y", "c")])
+    source = c.c_source(kernel)
+    with ThreadPoolExecutor(4) as pool:
+        libraries = list(pool.map(lambda _: c_toolchain.load_library(source + "\n/* race */\n"), range(4)))
+    assert all(lib is not None for lib in libraries)
+    assert not list((c_toolchain.cache_dir() / "c").glob("tmp*")), "a private build folder was left behind"

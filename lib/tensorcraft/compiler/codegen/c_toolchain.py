@@ -99,17 +99,20 @@ def load_library(source: str) -> ctypes.CDLL:
     library = folder / f"{key}.so"
     if not library.exists():
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{key}.c").write_text(source)
-        # Build under a temporary name and rename: a concurrent process never loads half a file.
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
-        os.close(fd)
-        command = [*words, *FLAGS, "-o", tmp, str(folder / f"{key}.c"), *LIBS]
-        compile_count += 1
-        result = subprocess.run(command, capture_output=True, text=True)
-        if result.returncode != 0:
-            os.unlink(tmp)
-            _raise_for_failure(words, command, result.stderr, folder / f"{key}.c")
-        os.replace(tmp, library)
+        # Build in a private folder, then rename into place: a process compiling the same kernel at
+        # the same time never reads half a source file, and nobody ever loads half a library.
+        with tempfile.TemporaryDirectory(dir=folder) as work:
+            source_path, built = Path(work) / f"{key}.c", Path(work) / f"{key}.so"
+            source_path.write_text(source)
+            command = [*words, *FLAGS, "-o", str(built), str(source_path), *LIBS]
+            compile_count += 1
+            result = subprocess.run(command, capture_output=True, text=True)
+            if result.returncode != 0:
+                kept = folder / f"{key}.failed.c"
+                os.replace(source_path, kept)
+                _raise_for_failure(words, command, result.stderr, kept)
+            os.replace(source_path, folder / f"{key}.c")   # kept beside the library, to be read
+            os.replace(built, library)
     _loaded[key] = ctypes.CDLL(str(library))
     return _loaded[key]
 
