@@ -206,8 +206,12 @@ def test_concurrent_compiles_of_one_kernel_all_succeed():
     in a private folder and rename into place, so none reads a half-written file."""
     from concurrent.futures import ThreadPoolExecutor
     kernel = _kernel((5,), [(5,)], [("c", "cos", "v0")], [("y", "c")])
-    source = c.c_source(kernel)
+    source = c.c_source(kernel) + "\n/* not compiled before */\n"
     with ThreadPoolExecutor(4) as pool:
-        libraries = list(pool.map(lambda _: c_toolchain.load_library(source + "\n/* race */\n"), range(4)))
-    assert all(lib is not None for lib in libraries)
+        compiled = list(pool.map(lambda _: c.CompiledCKernel(kernel, source), range(4)))
+    x = torch.randn(5)
+    for k in compiled:
+        y = torch.empty(5)
+        k(x, y)
+        torch.testing.assert_close(y, evaluate(kernel, x)[0])
     assert not list((c_toolchain.cache_dir() / "c").glob("tmp*")), "a private build folder was left behind"
