@@ -171,3 +171,14 @@ def test_cuda_integer_contractions(dtype):
     got = einsum("bij,bjk->bik", a.cuda(), b.cuda())
     assert got.dtype == dtype and got.device.type == "cuda"
     assert torch.equal(got.cpu(), einsum("bij,bjk->bik", a, b))
+
+
+def test_numpy_views_without_copies_or_warnings():
+    a = np.random.rand(3, 4)
+    cases = [("ij->ji", a[::-1]), ("ij,j", np.broadcast_to(np.arange(4.0), (3, 4)), np.ones(4)),
+             ("ij,jk", a, np.asfortranarray(a.T)), ("i,i", [1, 2, 3], [4, 5, 6])]
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for equation, *operands in cases:
+            np.testing.assert_allclose(einsum(equation, *operands), np.einsum(equation, *operands))

@@ -12,6 +12,7 @@ others), and boolean operands work (sum of products read as OR of ANDs, as numpy
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Union
@@ -93,11 +94,21 @@ def _common_dtype(tensors: Sequence[torch.Tensor]) -> torch.dtype:
     return functools.reduce(torch.promote_types, (t.dtype for t in tensors))
 
 
+def _as_tensor(array: np.ndarray) -> torch.Tensor:
+    """Share the array's memory (no copy) where torch can: not with negative strides."""
+    if any(s < 0 for s in array.strides):
+        array = np.ascontiguousarray(array)
+    if not array.flags.writeable:  # e.g. np.broadcast_to; einsum never writes to its inputs
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            return torch.from_numpy(array)
+    return torch.from_numpy(array)
+
+
 def _from_numpy(operands: Sequence[Any]) -> list[torch.Tensor]:
     arrays = [np.asarray(op) for op in operands]
     dtype = np.result_type(*arrays)
-    return [torch.from_numpy(np.ascontiguousarray(a, dtype=dtype)) if any(s < 0 for s in a.strides)
-            else torch.from_numpy(a.astype(dtype, copy=False)) for a in arrays]
+    return [_as_tensor(a.astype(dtype, copy=False)) for a in arrays]
 
 
 def einsum(*args: Any, optimize: Optimize = DEFAULT_OPTIMIZE) -> Any:

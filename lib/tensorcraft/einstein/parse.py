@@ -139,17 +139,19 @@ def parse_terms(equation: str) -> tuple[tuple[Term, ...], Term | None]:
 # --------------------------------------------------------------------------- binding to shapes
 
 
-def _broadcast(sizes: dict[str, int], label: str, size: int, operand: int, what: str) -> None:
-    """Record `size` for `label`, broadcasting against what earlier operands said (equal, or 1)."""
+def _broadcast(sizes: dict[str, int], seen_in: dict[str, int], label: str, size: int, operand: int,
+               what: str) -> None:
+    """Record `size` for `label`, broadcasting against earlier operands (equal sizes, or 1)."""
     seen = sizes.get(label)
     if seen is None or seen == 1:
         sizes[label] = size
+        seen_in[label] = operand
         return
     if size in (seen, 1):
         return
     raise EinsumError(
-        f"einsum(): {what} has size {size} in operand {operand}, which does not broadcast with "
-        f"size {seen} seen in an earlier operand; sizes of one subscript must be equal or 1"
+        f"einsum(): {what} has size {size} in operand {operand}, which does not broadcast with its "
+        f"size {seen} in operand {seen_in[label]}; sizes of one subscript must be equal, or 1"
     )
 
 
@@ -182,6 +184,7 @@ def bind(equation: str, terms: tuple[Term, ...], output: Term | None,
     ellipsis_ndim = max(ellipsis_ndims)
 
     sizes: dict[str, int] = {}
+    seen_in: dict[str, int] = {}  # label -> the operand its size comes from, for messages
     input_labels = []
     for n, (term, shape) in enumerate(zip(terms, shapes)):
         covered = ellipsis_ndims[n]
@@ -200,7 +203,7 @@ def bind(equation: str, terms: tuple[Term, ...], output: Term | None,
         for label, size in own.items():
             what = (f"ellipsis dimension {label[len(ELLIPSIS_PREFIX):]}" if is_ellipsis_label(label)
                     else f"subscript {label!r}")
-            _broadcast(sizes, label, size, n, what)
+            _broadcast(sizes, seen_in, label, size, n, what)
         input_labels.append(tuple(labels))
 
     ellipsis_labels = tuple(f"{ELLIPSIS_PREFIX}{k}" for k in range(ellipsis_ndim))
