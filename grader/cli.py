@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -89,5 +90,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .build import BuildError
     args = parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except (BuildError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2

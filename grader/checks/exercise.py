@@ -25,6 +25,12 @@ from .tripwire import ForbiddenCallError, tripwires
 class Case:
     args: tuple                  # positional arguments of the learner's function (on the CPU)
     note: str = ""               # what this case is about, shown when it fails
+    raises: type[BaseException] | None = None  # an error case: the learner must raise this type
+
+
+def call_directly(learner_fn: Callable[..., Any], *args: Any) -> Any:
+    """The default way a check runs the learner's code: call it on the case's arguments."""
+    return learner_fn(*args)
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,9 @@ class Exercise:
     hint: str                                        # given when no mutant explains a wrong result
     forbidden: tuple[str, ...] = ()                  # dotted names replaced by tripwires
     extra_hints: dict[type, str] = field(default_factory=dict)  # exception type -> hint
+    # How the learner's function is run on a case: by default called directly; an exercise on one
+    # stage of a pipeline plugs the function into the library's pipeline here instead.
+    call: Callable[..., Any] = call_directly
 
     @property
     def name(self) -> str:
@@ -77,37 +86,51 @@ class Exercise:
         return report
 
     def _run_group(self, learner_fn: Callable[..., Any], group: Group, device: str) -> GroupOutcome:
+        def fail(detail: str, hint: str) -> GroupOutcome:
+            return GroupOutcome(device, group.title, len(group.cases), FAIL, detail, hint)
+
         for number, case in enumerate(group.cases, start=1):
             args = to_device(case.args, device)
-            expected = self.reference(*clone(args))
             where = f"case {number} of {len(group.cases)}" + (f" ({case.note})" if case.note else "")
+            expected = self._expected(case, args)
             try:
                 with tripwires(self.forbidden, exercise=self.name):
-                    got = learner_fn(*clone(args))
+                    got = self.call(learner_fn, *clone(args))
             except ForbiddenCallError as error:
-                return GroupOutcome(device, group.title, len(group.cases), FAIL, f"{where}: {error}",
-                                    self.hint)
+                return fail(f"{where}: {error}", self.hint)
             except NotImplementedError:
-                return GroupOutcome(device, group.title, len(group.cases), FAIL,
-                                    f"{where}: your function still raises NotImplementedError",
-                                    "replace `raise NotImplementedError()` with your solution")
+                return fail(f"{where}: your function still raises NotImplementedError",
+                            "replace `raise NotImplementedError()` with your solution")
             except Exception as error:  # the learner's bug, reported; the check goes on
+                if case.raises is not None and isinstance(error, case.raises):
+                    continue
                 hint = next((h for t, h in self.extra_hints.items() if isinstance(error, t)), self.hint)
-                return GroupOutcome(device, group.title, len(group.cases), FAIL,
-                                    f"{where}: inputs {self._show(args)} raised {type(error).__name__}: {error}",
-                                    hint)
+                wanted = f" (expected {case.raises.__name__})" if case.raises else ""
+                return fail(f"{where}: inputs {self._show(args)} raised {type(error).__name__}{wanted}: {error}", hint)
+            if case.raises is not None:
+                return fail(f"{where}: inputs {self._show(args)} must raise {case.raises.__name__}, "
+                            f"but your function returned {describe(got)}", self.hint)
             problem = mismatch(expected, got)
             if problem:
-                return GroupOutcome(device, group.title, len(group.cases), FAIL,
-                                    f"{where}: inputs {self._show(args)}: {problem}",
-                                    self._diagnose(args, got))
+                return fail(f"{where}: inputs {self._show(args)}: {problem}", self._diagnose(args, got))
         return GroupOutcome(device, group.title, len(group.cases), PASS)
+
+    def _expected(self, case: Case, args: tuple) -> Any:
+        """Ground truth from the reference; for an error case, proof that the reference fails too."""
+        if case.raises is None:
+            return self.reference(*clone(args))
+        try:
+            returned = self.reference(*clone(args))
+        except Exception:
+            return None
+        raise RuntimeError(f"check_{self.name}: the case {case.note or case.args!r} expects "
+                           f"{case.raises.__name__}, but the reference returned {describe(returned)}")
 
     def _diagnose(self, args: tuple, got: Any) -> str:
         """The hint of the first known mistake whose result equals the learner's, else the generic hint."""
         for wrong in mutants_for(self.id):
             try:
-                theirs = wrong.fn(*clone(args))
+                theirs = self.call(wrong.fn, *clone(args))
             except Exception:
                 continue
             if mismatch(theirs, got) is None:

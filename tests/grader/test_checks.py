@@ -5,6 +5,7 @@ import torch
 
 from grader.checks import nb00_welcome
 from grader.checks.compare import mismatch
+from grader.checks.exercise import Case, Exercise, Group
 from grader.checks.report import FAIL, PASS, PENDING
 from grader.checks.seed import SEED_VARIABLE
 from grader.checks.tripwire import ForbiddenCallError, tripwires
@@ -157,3 +158,44 @@ def test_mismatch_names_shape_dtype_and_kind():
     assert "tensor" in mismatch(torch.ones(2), np.ones(2))
     assert mismatch(np.arange(3), np.arange(3)) is None
     assert "index (1,)" in mismatch(np.arange(3.0), np.array([0.0, 5.0, 2.0]))
+
+
+# ------------------------------------------------------------------ error cases and pipelines (for later notebooks)
+
+def _parse_width(text):
+    """A stand-in reference: int(text), which raises ValueError on bad input."""
+    return int(text)
+
+
+PARSE = Exercise(
+    id="nb99_demo.parse_width", reference=_parse_width,
+    public=lambda: [Group("numbers", [Case(("12",)), Case(("7",))]),
+                    Group("bad input", [Case(("x",), "not a number", raises=ValueError)])],
+    hidden=lambda g: [], hint="use int()")
+
+
+def test_an_error_case_passes_when_the_learner_raises_the_documented_type():
+    assert PARSE.run(int, cuda_available=False).passed
+    silent = PARSE.run(lambda text: int(text) if text.isdigit() else -1, cuda_available=False)
+    assert [o.title for o in silent.failed] == ["bad input"]
+    assert "must raise ValueError" in silent.failed[0].detail
+    wrong_type = PARSE.run(lambda text: int(text) if text.isdigit() else {}[text], cuda_available=False)
+    assert "raised KeyError (expected ValueError)" in wrong_type.failed[0].detail
+
+
+def test_an_error_case_the_reference_does_not_reject_is_the_authors_bug():
+    bad = Exercise(id="nb99_demo.bad", reference=str, public=lambda: [Group("g", [Case(("x",), raises=ValueError)])],
+                   hidden=lambda g: [], hint="")
+    with pytest.raises(RuntimeError, match="expects ValueError, but the reference returned"):
+        bad.run(str, cuda_available=False)
+
+
+def test_call_plugs_the_learners_stage_into_a_pipeline():
+    # the learner writes one stage (here: the combining function); the check runs the whole pipeline
+    pipeline = Exercise(
+        id="nb99_demo.combine", reference=lambda a, b: torch.stack([a, b]).sum(0),
+        public=lambda: [Group("pairs", [Case((torch.ones(3), torch.arange(3.0)))])],
+        hidden=lambda g: [], hint="add them",
+        call=lambda combine, a, b: combine(a, b) * 1)
+    assert pipeline.run(lambda a, b: a + b, cuda_available=False).passed
+    assert pipeline.run(lambda a, b: a - b, cuda_available=False).failed
