@@ -151,7 +151,8 @@ def _kernel_lines(node: Node, users: list[Node], plan: MemoryPlan, printer: _Pri
                   kernels: dict[str, CompiledKernel]) -> list[str]:
     kernel: Kernel = node.target
     outputs_by_index = {u.args[1]: u for u in users if u.kind == "call" and u.op == "getitem"}
-    lines = [f"# {node.name}: {node.attrs.get('fused', '')}".rstrip()]
+    again = f" (recomputing {node.attrs['recomputes']})" if node.attrs.get("recomputes") else ""
+    lines = [f"# {node.name}: {node.attrs.get('fused', '')}{again}".rstrip()]
     out_names = []
     for i, out in enumerate(kernel.outputs):
         shape = kernel.output_shape(out)

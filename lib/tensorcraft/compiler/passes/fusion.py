@@ -14,6 +14,12 @@ A sum/mean/amax/amin over the last axis joins the group of its input the same wa
 a reduced output. Each group of two or more nodes becomes a `kernel` node carrying a
 `codegen.kernel.Kernel`; the values other nodes still read become its outputs (`getitem` nodes
 that keep the names of the values they replace). Single nodes stay torch calls.
+
+Recomputation (as Inductor does for softmax): a node that reads a value from a group ending in
+a reduction cannot join that group (the reduction is only known at its end), but instead of
+reading the stored value it may *recompute* it from the group's inputs. So softmax becomes
+three kernels that each read x and write only what the next needs: max, sum(exp(x - max)),
+exp(x - max) / sum; no intermediate [n, d] tensor is written at all.
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ import torch
 
 from ..codegen.kernel import Buffer, Kernel, Output, Stmt
 from ..ir import Graph, Node
+from .dce import eliminate_dead_code
 
 UNARY_OPS = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "gelu",
              "silu", "erf", "reciprocal"}
@@ -91,6 +98,10 @@ class Group:
     device: torch.device
     members: list[Node] = field(default_factory=list)
     sealed: bool = False
+    recomputed: dict[Node, None] = field(default_factory=dict)  # values of other groups computed again here
+
+    def has_reduction(self, meaning) -> bool:
+        return any(meaning[m].reduce is not None for m in self.members)
 
 
 def fuse_elementwise(graph: Graph) -> Graph:
@@ -121,24 +132,64 @@ def fuse_elementwise(graph: Graph) -> Graph:
                 groups.append(chosen)
             chosen.members.append(node)
             group_of[node] = chosen
+            for i in node.inputs:  # values of reduction groups: recompute rather than store and reload
+                g = group_of.get(i)
+                if g is not None and g is not chosen and meaning[i].reduce is None and g.has_reduction(meaning):
+                    more = _recompute_closure(i, chosen, meaning, group_of, upstream)
+                    if more is not None:
+                        chosen.recomputed.update(dict.fromkeys(more))
         for i in node.inputs:  # a reader outside a group seals it
             if i in group_of and group_of[i] is not chosen:
                 group_of[i].sealed = True
-    fused = [g for g in groups if len(g.members) >= 2]
+    fused = [g for g in groups if len(g.members) >= 2 or g.recomputed]
     if not fused:
         return graph
     users = graph.users()
+    fused_ids = {g.id for g in fused}
+
+    def stored(n: Node) -> bool:
+        """Does a reader outside n's group need n's value in memory (rather than recompute it)?"""
+        for u in users[n]:
+            g = group_of.get(u)
+            if g is group_of[n]:
+                continue
+            if g is None or g.id not in fused_ids or n not in g.recomputed:
+                return True
+        return False
+
     last_member = {g.members[-1]: g for g in fused}
     in_fused = {n for g in fused for n in g.members}
     new_nodes: list[Node] = []
     replaced: dict[Node, Node] = {}  # fused values -> the kernel output (or view) that now holds them
     for node in graph.nodes:
         if node in last_member:
-            new_nodes += _build_kernel(graph, last_member[node], meaning, users, replaced)
+            new_nodes += _build_kernel(graph, last_member[node], meaning, stored, replaced)
         elif node not in in_fused:
             new_nodes.append(node)
     graph.nodes = new_nodes
-    return graph
+    return eliminate_dead_code(graph)  # torch calls whose every reader now recomputes them
+
+
+def _recompute_closure(value: Node, group: Group, meaning, group_of, upstream, limit: int = 12) -> list[Node] | None:
+    """The nodes ``group`` must compute again to have ``value`` (producers first), or None if it cannot:
+    only elementwise nodes of the group's shape are recomputed; everything else is loaded, and a load
+    must not depend on the group itself (a cycle)."""
+    chosen: dict[Node, None] = {}
+
+    def visit(x: Node) -> bool:
+        if x in chosen or x in group.recomputed:
+            return True
+        if x in group.members:
+            return meaning[x].reduce is None
+        mx = meaning.get(x)
+        if mx is None or mx.reduce is not None or x not in group_of or tuple(x.shape) != group.shape:
+            return group_of.get(x) is not group and group.id not in upstream.get(x, set())  # load it
+        if not all(visit(o) for o in mx.operands if isinstance(o, Node)):
+            return False
+        chosen[x] = None
+        return len(chosen) + len(group.recomputed) <= limit
+
+    return list(chosen) if visit(value) else None
 
 
 def _can_join(node: Node, m: Elementwise, g: Group, space: tuple, group_of, meaning, upstream) -> bool:
@@ -153,7 +204,7 @@ def _can_join(node: Node, m: Elementwise, g: Group, space: tuple, group_of, mean
     return True
 
 
-def _build_kernel(graph: Graph, group: Group, meaning, users, replaced: dict[Node, Node]) -> list[Node]:
+def _build_kernel(graph: Graph, group: Group, meaning, stored, replaced: dict[Node, Node]) -> list[Node]:
     """The kernel node, its getitem outputs, and views for keepdim=False reductions."""
     members = set(group.members)
     rank = len(group.shape)
@@ -163,6 +214,13 @@ def _build_kernel(graph: Graph, group: Group, meaning, users, replaced: dict[Nod
     value: dict[Node, str] = {}
 
     def operand(x) -> str:
+        if isinstance(x, Node) and x in group.recomputed:
+            if x not in value:
+                m = meaning[x]
+                args = tuple(operand(o) for o in m.operands)
+                value[x] = f"r{len(stmts)}"
+                stmts.append(Stmt(value[x], m.op, args))
+            return value[x]
         x = replaced.get(x, x) if isinstance(x, Node) else x
         if isinstance(x, Node) and x in value:
             return value[x]
@@ -182,7 +240,7 @@ def _build_kernel(graph: Graph, group: Group, meaning, users, replaced: dict[Nod
     for n in group.members:
         m = meaning[n]
         args = tuple(operand(x) for x in m.operands)
-        escapes = any(u not in members for u in users[n])
+        escapes = stored(n)
         if m.reduce is not None:
             outputs.append((Output(f"out{len(outputs)}", args[0], m.reduce), n))
             continue
@@ -191,11 +249,14 @@ def _build_kernel(graph: Graph, group: Group, meaning, users, replaced: dict[Nod
         value[n] = name
         if escapes:
             outputs.append((Output(f"out{len(outputs)}", name), n))
+    if not outputs:  # every reader recomputes this group's values: nothing left to run
+        return []
     kernel_name = graph.fresh_name("fused")
     kernel = Kernel(kernel_name, group.shape, tuple(buffers), tuple(stmts), tuple(o for o, _ in outputs),
                     KERNEL_DTYPES[group.dtype])
     knode = Node(kernel_name, "kernel", "kernel", kernel, tuple(inputs), {}, None, None, group.device,
-                 {"fused": ", ".join(n.op for n in group.members)})
+                 {"fused": ", ".join(n.op for n in group.members),
+                  "recomputes": ", ".join(n.op for n in group.recomputed)})
     result = [knode]
     for index, (out, original) in enumerate(outputs):
         shape = kernel.output_shape(out)

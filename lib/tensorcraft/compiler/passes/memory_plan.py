@@ -108,6 +108,7 @@ def plan_memory(graph: Graph) -> MemoryPlan:
     unknown_alias = [n.name for n in nodes if n.attrs.get("aliases") and n.attrs["aliases"] not in names]
     if unknown_alias:  # a pass lost track of what a view looks into: reuse nothing rather than guess
         plan.notes.append(f"no buffer reuse: {unknown_alias[0]} is a view of a value no longer in the graph")
+    index_of = {n.name: i for i, n in enumerate(nodes)}
     busy_until: dict[int, int] = {}  # slot -> last index its current value is needed
     for i, n in enumerate(nodes):
         if not is_kernel_output(n):
@@ -116,7 +117,8 @@ def plan_memory(graph: Graph) -> MemoryPlan:
             plan.fresh.add(n.name)
             continue
         numel = n.nbytes // max(1, torch.empty((), dtype=n.dtype).element_size())
-        free = [s for s, until in busy_until.items() if until < i
+        written_at = index_of[n.args[0].name]  # the kernel writes its outputs while reading its inputs
+        free = [s for s, until in busy_until.items() if until < written_at
                 and plan.slots[s].dtype == n.dtype and plan.slots[s].device == n.device]
         fitting = [s for s in free if plan.slots[s].numel >= numel]
         if fitting:
