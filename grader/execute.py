@@ -37,10 +37,13 @@ class GuardedExecute(Execute):
     """nbgrader's Execute, which gives 0 to a cell that kills or hangs its kernel, and to every
     cell after it, instead of aborting the whole notebook."""
 
-    shutdown_kernel = "immediate"   # a hung kernel is killed, not waited for
-    # The kernel's start-up warnings (plain-TCP transport) would repeat once per learner.
-    extra_arguments = ["--IPKernelApp.log_level=ERROR"]
     lost: str | None = None         # why the kernel was given up, once it was
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("shutdown_kernel", "immediate")  # a hung kernel is killed, not waited for
+        # The kernel's start-up warnings (plain-TCP transport) would repeat once per learner.
+        kwargs.setdefault("extra_arguments", ["--IPKernelApp.log_level=ERROR"])
+        super().__init__(**kwargs)
 
     def preprocess(self, nb, resources=None, km=None):
         self.lost = None
