@@ -150,3 +150,12 @@ def test_tensors_from_a_closure_are_baked_in_but_guarded():
     table.mul_(10)  # changes in place: the version guard notices
     torch.testing.assert_close(compiled(x), torch.arange(4.0) * 10)
     assert compiled.stats.compiles == 2 and "captured constant" in compiled.stats.recompiles[0]
+
+
+@pytest.mark.parametrize("fn", [lambda x: (x * 2).zero_() + x, lambda x: (x * 2).requires_grad_() + 1,
+                                lambda x: (x * 2).copy_(x) + 1])
+def test_inplace_ops_without_a_functional_twin_are_refused(fn):
+    x = torch.randn(3)
+    compiled = tensorcraft.compile(fn, backend="python")
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert "has no functional form" in compiled.explain()

@@ -21,6 +21,7 @@ from torch.utils import _pytree as pytree
 
 from .capture import capture
 from .guards import Guards, build_guards
+from .ir import Node
 from .pipeline import CompiledGraph, Pass, compile_graph
 from .training import run_with_gradients
 
@@ -126,7 +127,7 @@ class Compiler:
         if entry.need_grad:
             names = entry.guards.param_names
             out_nodes = graph.output.args
-            tensor_slots = [i for i, a in enumerate(out_nodes) if not _is_python_value(a)]
+            tensor_slots = [i for i, a in enumerate(out_nodes) if isinstance(a, Node)]
 
             def forward(tensors):
                 n = len(tensors) - len(names)
@@ -176,11 +177,6 @@ class Compiler:
             if e.compiled is not None:
                 return e.compiled
         return None
-
-
-def _is_python_value(value: Any) -> bool:
-    from .ir import Node
-    return not isinstance(value, Node)
 
 
 class CompiledFunction:

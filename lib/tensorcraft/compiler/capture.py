@@ -250,7 +250,7 @@ class _Recorder(TorchFunctionMode):
             pure, pure_kwargs = func, {**kwargs, "inplace": False}
         else:
             pure, pure_kwargs = getattr(torch.Tensor, name[:-1], None), kwargs
-            if pure is None:
+            if pure is None or not callable(pure):  # zero_, fill_, copy_, requires_grad_ ...
                 self.refuse(f"in-place op {name} has no functional form")
                 return func(*args, **kwargs)
         node_args, node_kwargs = self._to_nodes(tuple(args)), self._to_nodes(pure_kwargs)
