@@ -10,6 +10,7 @@ so the timed calls pay only for tensor operations (the first call, which plans, 
 from __future__ import annotations
 
 import argparse
+import random
 import time
 from collections.abc import Callable
 
@@ -44,8 +45,12 @@ def time_side_by_side(fns: dict[str, Callable[[], object]], rounds: int, target_
         fn(), fn()
     number = {name: calls_per_batch(fn, target_s) for name, fn in fns.items()}
     times: dict[str, list[float]] = {name: [] for name in fns}
+    order = list(fns)
+    shuffle = random.Random(0).shuffle
     for _ in range(rounds):
-        for name, fn in fns.items():
+        shuffle(order)  # whoever runs right after a big allocation pays for it: vary who that is
+        for name in order:
+            fn = fns[name]
             start = time.perf_counter()
             for _ in range(number[name]):
                 fn()

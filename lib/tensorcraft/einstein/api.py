@@ -126,8 +126,9 @@ def einsum(*args: Any, optimize: Optimize = DEFAULT_OPTIMIZE) -> Any:
         tensors = _from_numpy(operands)
     else:
         tensors = [op if isinstance(op, torch.Tensor) else torch.as_tensor(op) for op in operands]
-        dtype = _common_dtype(tensors)
-        tensors = [t if t.dtype == dtype else t.to(dtype) for t in tensors]
+        if any(t.dtype != tensors[0].dtype for t in tensors):
+            dtype = _common_dtype(tensors)
+            tensors = [t.to(dtype) for t in tensors]
     plan = cached_plan(equation, tuple(t.shape for t in tensors), _hashable(optimize))
     if tensors[0].dtype == torch.bool:  # no bool matmul: count in int64, then "any term true"
         out = run_plan(plan, [t.to(torch.int64) for t in tensors]) != 0
