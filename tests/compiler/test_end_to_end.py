@@ -129,3 +129,55 @@ def test_cuda_default_backend_matches_eager(name):
         x.grad = None
         model(x).square().sum().backward()
         torch.testing.assert_close(got, x.grad, rtol=tol, atol=tol)
+
+
+def test_errors_say_what_is_wrong():
+    with pytest.raises(ValueError, match="unknown pass 'fold'; known passes"):
+        tensorcraft.compile(lambda x: x + 1, passes=["fold"])(torch.randn(2))
+    with pytest.raises(ValueError, match="cache_limit must be at least 1, got 0"):
+        tensorcraft.compile(lambda x: x, cache_limit=0)
+    model, shape = model_zoo()["mlp"]
+    compiled = tensorcraft.compile(model)
+    with pytest.raises(RuntimeError) as ours:  # a bad input fails exactly as it does eagerly
+        compiled(torch.randn(3, 5))
+    with pytest.raises(RuntimeError) as eager:
+        model(torch.randn(3, 5))
+    assert str(ours.value) == str(eager.value) and compiled.stats.compiles == 0
+
+
+def test_a_backend_asked_for_by_name_is_not_silently_replaced(monkeypatch):
+    from tensorcraft.compiler.codegen import backends
+    monkeypatch.setitem(backends.BACKENDS, "c", "tensorcraft.compiler.codegen.no_such_module")
+    f = lambda x: torch.tanh(x) * 2  # noqa: E731
+    with pytest.raises(backends.BackendUnavailable, match="backend 'c' cannot be imported"):
+        tensorcraft.compile(f, backend="c")(torch.randn(3))
+    default = tensorcraft.compile(f)  # the default falls back, and says so
+    x = torch.randn(3)
+    default(x)
+    torch.testing.assert_close(default(x), f(x))
+    assert default.compiled.backend == "python" and "using the python backend instead" in default.explain()
+
+
+def test_your_own_kernel_generator_plugs_in():
+    from tensorcraft.compiler.codegen.kernel import evaluate
+    seen = []
+
+    class ByEvaluate:
+        """A learner's generator: runs Kernel.evaluate and copies into the outputs."""
+        def __init__(self, kernel):
+            self.kernel, self.source = kernel, str(kernel)
+
+        def __call__(self, *tensors):
+            n = len(self.kernel.inputs)
+            for out, value in zip(tensors[n:], evaluate(self.kernel, *tensors[:n])):
+                out.copy_(value)
+
+    def my_compile_kernel(kernel):
+        seen.append(kernel.name)
+        return ByEvaluate(kernel)
+    f = lambda x, b: torch.relu(x + b) * 3  # noqa: E731
+    compiled = tensorcraft.compile(f, backend=my_compile_kernel)
+    x, b = torch.randn(4, 5), torch.randn(5)
+    compiled(x, b)
+    torch.testing.assert_close(compiled(x, b), f(x, b))
+    assert seen == ["fused"] and compiled.compiled.backend.endswith("my_compile_kernel")

@@ -319,19 +319,20 @@ class CompiledModule(torch.nn.Module):
         return self._compiler.explain()
 
 
-def compile(model: torch.nn.Module | Callable, *, backend: str | None = None,
+def compile(model: torch.nn.Module | Callable, *, backend: str | Callable | None = None,
             passes: Sequence[Pass | str] | None = None, debug: bool = False,
             cache_limit: int = DEFAULT_CACHE_LIMIT) -> CompiledModule | CompiledFunction:
     """Compile a module or a function, lazily: nothing happens until the first call.
 
     backend: "python" | "c" | "triton" (None: "c" on CPU, "triton" on CUDA; falls back to
-    "python", noted in explain(), when the default one is unavailable).
+    "python", noted in explain(), when the default one is unavailable), or your own function
+    ``compile_kernel(kernel) -> callable run(*inputs, *outputs)`` with a ``source`` attribute.
     passes: pass functions or names from tensorcraft.compiler.passes.PASSES (None: all of them).
     debug: print the captured and optimized graphs, the memory plan and the generated code.
     """
     if cache_limit < 1:
         raise ValueError(f"cache_limit must be at least 1, got {cache_limit}")
-    if backend is not None:
+    if backend is not None and not callable(backend):
         from .codegen.backends import BACKENDS
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose one of {sorted(BACKENDS)} or None")

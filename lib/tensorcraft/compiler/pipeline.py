@@ -54,7 +54,7 @@ def run_passes(graph: Graph, passes: Sequence[Pass | str]) -> Graph:
     return graph
 
 
-def compile_kernels(graph: Graph, backend: str | None) -> tuple[dict[str, Any], str, list[str]]:
+def compile_kernels(graph: Graph, backend: str | Callable | None) -> tuple[dict[str, Any], str, list[str]]:
     """Compile every kernel node with the backend; the default backend falls back to python, noted."""
     device = graph_device(graph)
     chosen = backend or backends.default_backend(device)
@@ -71,10 +71,10 @@ def compile_kernels(graph: Graph, backend: str | None) -> tuple[dict[str, Any], 
             notes.append(f"{error}; using the python backend instead")
             chosen = "python"
             compiled[node.target.name] = backends.compile_with(chosen, node.target)
-    return compiled, chosen, notes
+    return compiled, backends.backend_name(chosen), notes
 
 
-def compile_graph(graph: Graph, backend: str | None = None, passes: Sequence[Pass | str] | None = None,
+def compile_graph(graph: Graph, backend: str | Callable | None = None, passes: Sequence[Pass | str] | None = None,
                   debug: bool = False) -> CompiledGraph:
     """Optimize ``graph`` (a captured Graph, left unchanged) and turn it into a callable."""
     optimized = run_passes(graph.copy(), DEFAULT_PASSES if passes is None else passes)

@@ -39,9 +39,18 @@ def load_backend(name: str) -> Callable[[Kernel], CompiledKernel]:
     return module.compile_kernel
 
 
-def compile_with(name: str, kernel: Kernel) -> CompiledKernel:
-    """Compile one kernel with the named backend, turning toolchain failures into BackendUnavailable."""
-    compile_kernel = load_backend(name)
+KernelCompiler = Callable[[Kernel], CompiledKernel]
+
+
+def backend_name(backend: str | KernelCompiler) -> str:
+    return backend if isinstance(backend, str) else getattr(backend, "__qualname__", repr(backend))
+
+
+def compile_with(backend: str | KernelCompiler, kernel: Kernel) -> CompiledKernel:
+    """Compile one kernel with a named backend, or with your own ``compile_kernel`` function
+    (how a notebook plugs in a generator it wrote); toolchain failures become BackendUnavailable."""
+    name = backend_name(backend)
+    compile_kernel = backend if callable(backend) else load_backend(backend)
     try:
         return compile_kernel(kernel)
     except BackendUnavailable:
