@@ -87,9 +87,11 @@ def _graded_errors(notebook: Path) -> list[tuple[str, list[str]]]:
             for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")]
 
 
-def _all_errors(notebook: Path) -> list[str]:
+def _all_errors(notebook: Path, graded: bool = True) -> list[str]:
+    """Every error output of an executed notebook (only those of ungraded cells unless ``graded``)."""
     nb = nbformat.read(notebook, as_version=4)
-    return [f"cell {i}: {o.get('ename')}: {o.get('evalue')}" for i, c in enumerate(nb.cells) if c.cell_type == "code"
+    return [f"cell {i + 1}: {o.get('ename')}: {o.get('evalue')}" for i, c in enumerate(nb.cells)
+            if c.cell_type == "code" and (graded or not c.metadata.get("nbgrader", {}).get("grade"))
             for o in c.get("outputs", []) if o.output_type == "error"]
 
 
@@ -116,6 +118,8 @@ def check_notebook(course: Course, assignment: str, workspace: Path, timeout: in
             verdict.release_score = outcome.score
             if outcome.score != 0:
                 verdict.problems.append(f"the untouched release scores {outcome.score:g}, not 0")
+            verdict.problems += [f"the release raised outside its test cells, in {e}"
+                                 for e in _all_errors(autograded, graded=False)]
             for grade_id, errors in _graded_errors(autograded):
                 if errors != ["AssertionError"]:
                     verdict.problems.append(f"release cell {grade_id} failed with {errors or 'no error'}, "
