@@ -16,7 +16,7 @@
   torch tensors (any device, autograd) or numpy arrays.
 """
 from tensorcraft.einstein.api import Plan, build_plan, einsum
-from tensorcraft.einstein.infer import implicit_output
+from tensorcraft.einstein.infer import implicit_output, infer_output
 from tensorcraft.einstein.loops import einsum_loops, loop_code
 from tensorcraft.einstein.lower import PairPlan, SinglePlan, plan_pair, plan_single, run_pair, run_single
 from tensorcraft.einstein.parse import EinsumError, Equation, parse_equation
@@ -24,6 +24,6 @@ from tensorcraft.einstein.path import PathInfo, contract_path
 
 __all__ = [
     "EinsumError", "Equation", "PairPlan", "PathInfo", "Plan", "SinglePlan", "build_plan", "contract_path",
-    "einsum", "einsum_loops", "implicit_output", "loop_code", "parse_equation", "plan_pair", "plan_single",
+    "einsum", "einsum_loops", "implicit_output", "infer_output", "loop_code", "parse_equation", "plan_pair", "plan_single",
     "run_pair", "run_single",
 ]

@@ -37,10 +37,15 @@ def implicit_output(inputs: Sequence[Sequence[str]]) -> tuple[str, ...]:
     return tuple(ellipsis) + tuple(once)
 
 
-def implicit_output_string(equation: str) -> str:
-    """The same rule on the letters of an equation string alone: `'ij,jk'` -> `'ik'`, `'b...a'` -> `'...ab'`."""
-    lhs = equation.replace(" ", "")
-    letters = [c for c in lhs.replace("...", "").replace(",", "")]
-    counts = Counter(letters)
+def infer_output(inputs: Sequence[str]) -> str:
+    """The same rule on subscript strings, as a learner writes it: `['ij', 'jk']` -> `'ik'`,
+    `['b...a']` -> `'...ab'`. Spaces are ignored; the strings are assumed valid."""
+    terms = [term.replace(" ", "") for term in inputs]
+    counts = Counter(c for term in terms for c in term.replace("...", ""))
     once = "".join(sorted(c for c, n in counts.items() if n == 1))
-    return ("..." if "..." in lhs else "") + once
+    return ("..." if any("..." in term for term in terms) else "") + once
+
+
+def implicit_output_string(equation: str) -> str:
+    """`infer_output` on the left of an equation string: `'ij,jk'` -> `'ik'`, `'b...a'` -> `'...ab'`."""
+    return infer_output(equation.split("->")[0].split(","))
