@@ -181,3 +181,18 @@ def test_your_own_kernel_generator_plugs_in():
     compiled(x, b)
     torch.testing.assert_close(compiled(x, b), f(x, b))
     assert seen == ["fused"] and compiled.compiled.backend.endswith("my_compile_kernel")
+
+
+def test_compile_is_also_a_decorator():
+    @tensorcraft.compile(backend="python")
+    def f(x):
+        return torch.tanh(x) * 2
+
+    @tensorcraft.compile
+    def g(x):
+        return x.exp() + 1
+    x = torch.randn(3)
+    for _ in range(2):
+        torch.testing.assert_close(f(x), torch.tanh(x) * 2)
+        torch.testing.assert_close(g(x), x.exp() + 1)
+    assert f.stats.cache_hits == 1 and g.stats.cache_hits == 1 and f.__name__ == "f"

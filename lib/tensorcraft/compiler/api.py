@@ -319,10 +319,12 @@ class CompiledModule(torch.nn.Module):
         return self._compiler.explain()
 
 
-def compile(model: torch.nn.Module | Callable, *, backend: str | Callable | None = None,
+def compile(model: torch.nn.Module | Callable | None = None, *, backend: str | Callable | None = None,
             passes: Sequence[Pass | str] | None = None, debug: bool = False,
-            cache_limit: int = DEFAULT_CACHE_LIMIT) -> CompiledModule | CompiledFunction:
+            cache_limit: int = DEFAULT_CACHE_LIMIT) -> CompiledModule | CompiledFunction | Callable:
     """Compile a module or a function, lazily: nothing happens until the first call.
+
+    Also a decorator: ``@tensorcraft.compile`` or ``@tensorcraft.compile(backend="python")``.
 
     backend: "python" | "c" | "triton" (None: "c" on CPU, "triton" on CUDA; falls back to
     "python", noted in explain(), when the default one is unavailable), or your own function
@@ -330,6 +332,8 @@ def compile(model: torch.nn.Module | Callable, *, backend: str | Callable | None
     passes: pass functions or names from tensorcraft.compiler.passes.PASSES (None: all of them).
     debug: print the captured and optimized graphs, the memory plan and the generated code.
     """
+    if model is None:  # used as @compile(...): return the decorator
+        return lambda fn: compile(fn, backend=backend, passes=passes, debug=debug, cache_limit=cache_limit)
     if cache_limit < 1:
         raise ValueError(f"cache_limit must be at least 1, got {cache_limit}")
     if backend is not None and not callable(backend):
