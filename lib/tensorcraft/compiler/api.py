@@ -7,6 +7,15 @@
     3. when capture refuses (data-dependent control flow, randomness, ...) the entry is an
        "eager" one: later matching calls run eagerly, and explain() says why;
     4. past `cache_limit` entries (8, as torch.compile), a new signature runs eagerly with a warning.
+
+Limits, by design of a capture that records torch calls (torch.compile reads bytecode instead):
+  * Python side effects other than torch calls (print, appending to a list), module hooks, and
+    plain Python attributes read in forward (``self.scale = 2.0``) are seen by the capturing call
+    only: later calls replay the graph with those values baked in (attributes are not guarded).
+  * Intermediate buffers (memory plan slots) belong to the compiled object and are reused by every
+    call: one compiled object must not run in two threads at once.
+  * In-place updates of buffers (batchnorm in training mode) and randomness (dropout in training
+    mode) make capture refuse: those calls run eagerly, and explain() says so.
 """
 from __future__ import annotations
 
