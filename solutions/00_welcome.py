@@ -233,6 +233,8 @@ print(torch.arange(1, 4)[:, None] * torch.arange(1, 5)[None, :])
 # %% nbgrader={"grade": true, "grade_id": "outer_tests", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 check_outer(outer)
 ### BEGIN HIDDEN TESTS
+from grader.checks.nb00_welcome import check_outer  # the grader's own, even if the notebook rebound the name
+
 check_outer(outer, hidden=True)
 ### END HIDDEN TESTS
 
@@ -255,6 +257,8 @@ def normalize_rows(x):
 # %% nbgrader={"grade": true, "grade_id": "normalize_rows_tests", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 check_normalize_rows(normalize_rows)
 ### BEGIN HIDDEN TESTS
+from grader.checks.nb00_welcome import check_normalize_rows  # the grader's own, even if rebound
+
 check_normalize_rows(normalize_rows, hidden=True)
 ### END HIDDEN TESTS
 

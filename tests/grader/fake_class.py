@@ -18,6 +18,7 @@ LEARNERS = {
     "loops": ("while True:\n        pass", CORRECT_ROWS),
     "kills": ("import os\n    os.kill(os.getpid(), 9)", CORRECT_ROWS),
     "cheats": "empties the test cells",
+    "rebinds": ("raise NotImplementedError()\n\n\ncheck_outer = lambda fn, hidden=False: None", CORRECT_ROWS),
 }
 # learner -> {grade_id: points}, what nbgrader must record
 EXPECTED = {
@@ -28,9 +29,10 @@ EXPECTED = {
     "loops": {"outer_tests": 0, "normalize_rows_tests": 2},       # the timeout interrupts, the kernel lives on
     "kills": {"outer_tests": 0, "normalize_rows_tests": 0},       # the kernel is gone: later cells score 0
     "cheats": {"outer_tests": 0, "normalize_rows_tests": 0},      # test cells are restored before running
+    "rebinds": {"outer_tests": 0, "normalize_rows_tests": 2},     # the hidden test imports the real check
 }
 HIDDEN_SOURCE = ("BEGIN HIDDEN TESTS", "check_outer(outer, hidden=True)",
-                 "check_normalize_rows(normalize_rows, hidden=True)")
+                 "check_normalize_rows(normalize_rows, hidden=True)", "the grader's own")
 
 
 def submission(outer_body: str | None, rows_body: str | None) -> nbformat.NotebookNode:
