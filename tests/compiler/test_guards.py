@@ -5,6 +5,8 @@ import warnings
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tensorcraft
 from tensorcraft.compiler.examples import MLP
@@ -119,3 +121,22 @@ def test_replacing_a_parameters_data_or_the_parameter_recompiles():
     assert compiled.stats.recompiles == [
         "module tensor fc2.bias now holds different memory (.data was replaced or moved)",
         "module tensor fc1.weight was replaced by another tensor"]
+
+
+@settings(max_examples=25)
+@given(st.lists(st.tuples(st.integers(1, 3), st.integers(1, 3), st.sampled_from([torch.float32, torch.float64]),
+                          st.booleans()), min_size=1, max_size=12))
+def test_any_call_sequence_gives_eager_results_and_one_entry_per_signature(calls):
+    compiled = tensorcraft.compile(_f, backend="python", cache_limit=4)
+    signatures: list = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for rows, cols, dtype, transpose in calls:
+            x = torch.randn(cols, rows, dtype=dtype).t() if transpose else torch.randn(rows, cols, dtype=dtype)
+            torch.testing.assert_close(compiled(x), _f(x))
+            key = (tuple(x.shape), x.stride(), x.dtype)
+            if key not in signatures:
+                signatures.append(key)
+    assert compiled.stats.compiles == min(len(signatures), 4)
+    assert len(compiled.stats.recompiles) == compiled.stats.compiles - 1
+    assert compiled.stats.calls == compiled.stats.compiles + compiled.stats.cache_hits + compiled.stats.eager_calls
