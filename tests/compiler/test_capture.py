@@ -162,3 +162,17 @@ def test_inplace_ops_without_a_functional_twin_are_refused(fn):
     compiled = tensorcraft.compile(fn, backend="python")
     torch.testing.assert_close(compiled(x), fn(x))
     assert "has no functional form" in compiled.explain()
+
+
+def test_a_closure_tensor_that_requires_grad_is_refused_not_silently_detached():
+    w = torch.randn(3, requires_grad=True)
+    f = lambda x: (x * w).sum()  # noqa: E731
+    compiled = tensorcraft.compile(f, backend="python")
+    xs = [torch.randn(3), torch.randn(3)]
+    for x in xs:
+        compiled(x).backward()
+    torch.testing.assert_close(w.grad, xs[0] + xs[1])  # d/dw sum(x * w) = x, accumulated over both calls
+    assert "from a closure or a global requires grad" in compiled.explain()
+    with torch.no_grad():  # without gradients the same closure is just a constant
+        compiled(torch.randn(3)), compiled(torch.randn(3))
+    assert compiled.stats.compiles == 1

@@ -72,6 +72,8 @@ def capture(fn: Callable, args: tuple = (), kwargs: dict | None = None,
         else:
             return Captured(None, f"unsupported output: the function returned a {type(value).__name__}", result,
                             input_names=names)
+    if recorder.reason is not None:  # an output can be refused too (a global that requires grad)
+        return Captured(None, recorder.reason, result, input_names=names)
     graph = recorder.graph
     graph.add("output", "output", args=tuple(outputs))
     graph.output_spec = out_spec
@@ -153,6 +155,9 @@ class _Recorder(TorchFunctionMode):
         if qual is not None:
             node = self.graph.add_like(tensor, "param", "param", qual, name=qual, attrs={"value": tensor})
         else:  # a tensor from a global or a closure: baked in by reference (version-guarded)
+            if tensor.requires_grad and torch.is_grad_enabled():
+                self.refuse(f"a tensor{list(tensor.shape)} from a closure or a global requires grad: "
+                            "its gradient would be lost; pass it as an argument or make it a module parameter")
             node = self.graph.add_like(tensor, "constant", "constant", tensor, name="const")
             self.constants.append(tensor)
         self.bind(tensor, node)

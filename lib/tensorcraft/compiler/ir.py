@@ -60,8 +60,7 @@ class Node:
         numel = 1
         for d in self.shape:
             numel *= d
-        return numel * (torch.finfo(self.dtype).bits if self.dtype.is_floating_point
-                        else torch.iinfo(self.dtype).bits if self.dtype != torch.bool else 8) // 8
+        return numel * self.dtype.itemsize
 
     def __repr__(self) -> str:
         return f"%{self.name}"

@@ -28,7 +28,7 @@ class Slot:
 
     @property
     def nbytes(self) -> int:
-        return self.numel * torch.empty((), dtype=self.dtype).element_size()
+        return self.numel * self.dtype.itemsize
 
 
 @dataclass
@@ -116,7 +116,7 @@ def plan_memory(graph: Graph) -> MemoryPlan:
         if n.name in returned or unknown_alias:
             plan.fresh.add(n.name)
             continue
-        numel = n.nbytes // max(1, torch.empty((), dtype=n.dtype).element_size())
+        numel = n.nbytes // n.dtype.itemsize
         written_at = index_of[n.args[0].name]  # the kernel writes its outputs while reading its inputs
         free = [s for s, until in busy_until.items() if until < written_at
                 and plan.slots[s].dtype == n.dtype and plan.slots[s].device == n.device]
