@@ -196,3 +196,29 @@ def test_compile_is_also_a_decorator():
         torch.testing.assert_close(f(x), torch.tanh(x) * 2)
         torch.testing.assert_close(g(x), x.exp() + 1)
     assert f.stats.cache_hits == 1 and g.stats.cache_hits == 1 and f.__name__ == "f"
+
+
+def test_module_lists_and_tied_weights():
+    class Stack(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(torch.nn.Linear(6, 6) for _ in range(3))
+            self.head = torch.nn.Linear(6, 6)
+            self.head.weight = self.layers[0].weight  # tied
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = torch.tanh(layer(x)) * 0.5
+            return self.head(x)
+    model = Stack()
+    compiled = tensorcraft.compile(model, backend="python")
+    x = torch.randn(2, 6)
+    for _ in range(2):
+        out = compiled(x)
+        torch.testing.assert_close(out, model(x))
+    out.sum().backward()
+    grad = model.layers[0].weight.grad.clone()
+    model.zero_grad()
+    model(x).sum().backward()
+    torch.testing.assert_close(grad, model.layers[0].weight.grad)
+    assert "layers.0.weight" in compiled.compiled.code.param_names
