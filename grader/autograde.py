@@ -5,11 +5,12 @@ Per submission: the parent copies it into the course directory (nbgrader's
 executes it (``execute.execute_submission``, reading the gradebook only); the parent writes the
 autograded notebook, saves its scores (nbgrader's SaveAutoGrades: the one writer of the SQLite
 gradebook), then records the submission as done. A rerun skips every submission recorded as done
-whose file has not changed since, so a run killed half-way resumes where it stopped and loses
+whose file and whose assignment's source (its tests) have not changed since, so a run killed half-way resumes where it stopped and loses
 nothing it had finished. Afterwards: the CSV of scores and the feedback HTML.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 import os
@@ -60,32 +61,38 @@ def _done_marker(course: Course, submission: Submission) -> Path:
     return course.root / "grader_state" / submission.learner / f"{submission.assignment}.json"
 
 
+def _fingerprint(course: Course, submission: Submission) -> dict[str, str]:
+    """What a grade depends on: the learner's file, and the assignment's source (its tests)."""
+    source = hashlib.sha256(course.source(submission.assignment).read_bytes()).hexdigest()
+    return {"submission_sha256": submission.sha256(), "source_sha256": source}
+
+
 def _is_done(course: Course, submission: Submission) -> bool:
     marker, autograded = _done_marker(course, submission), course.autograded(submission.learner, submission.assignment)
     if not marker.exists() or not autograded.exists():
         return False
-    record = json.loads(marker.read_text())
-    return record.get("submission_sha256") == submission.sha256()
+    return json.loads(marker.read_text()) == _fingerprint(course, submission)
 
 
-def _mark_done(course: Course, submission: Submission, sha256: str) -> None:
+def _mark_done(course: Course, submission: Submission, fingerprint: dict[str, str]) -> None:
     marker = _done_marker(course, submission)
     marker.parent.mkdir(parents=True, exist_ok=True)
     partial = marker.with_suffix(".partial")
-    partial.write_text(json.dumps({"submission_sha256": sha256}))
+    partial.write_text(json.dumps(fingerprint))
     os.replace(partial, marker)
 
 
 # ---------------------------------------------------------------- parent-side steps
 
-def _register(course: Course, todo: list[Submission]) -> dict[Submission, str]:
-    """Copy each submission into submitted/ and create its learner and submission in the gradebook."""
+def _register(course: Course, todo: list[Submission]) -> dict[Submission, dict[str, str]]:
+    """Copy each submission into submitted/ and create its learner and submission in the gradebook;
+    return each one's fingerprint as it was when grading started."""
     hashes = {}
     with Gradebook(course.db_url) as gradebook, warnings.catch_warnings():
         # nbgrader's update_or_create_submission trips SQLAlchemy autoflush warnings; they are harmless
         warnings.filterwarnings("ignore", message=".*not in session.*")
         for submission in todo:
-            hashes[submission] = submission.sha256()
+            hashes[submission] = _fingerprint(course, submission)
             target = course.submitted(submission.learner, submission.assignment)
             target.parent.mkdir(parents=True, exist_ok=True)
             partial = target.with_suffix(".partial")

@@ -114,6 +114,22 @@ def test_a_rerun_is_idempotent_and_regrades_only_what_changed(graded):
     assert recorded_scores(course)["wrong"] == {"outer_tests": 2, "normalize_rows_tests": 2}
 
 
+def test_a_rebuilt_assignment_with_changed_tests_counts_as_not_graded(graded, tmp_path):
+    from grader.autograde import _is_done
+    from grader.submissions import find_submissions
+    course, submissions, _ = graded
+    found, _ = find_submissions(submissions, ["00_welcome"])
+    assert all(_is_done(course, s) for s in found)
+    source = course.source("00_welcome")
+    original = source.read_bytes()
+    try:
+        source.write_bytes(original.replace(b"check_outer(outer)", b"check_outer(outer)  # stricter", 1))
+        assert not any(_is_done(course, s) for s in found)
+    finally:
+        source.write_bytes(original)
+    assert all(_is_done(course, s) for s in found)
+
+
 def test_nbgraders_own_commands_work_on_the_course(graded):
     course, _, _ = graded
     put_python_scripts_on_path()
