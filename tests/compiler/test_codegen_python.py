@@ -117,3 +117,19 @@ def test_each_backend_runs_a_fused_reduction(backend):
     for _ in range(2):
         torch.testing.assert_close(compiled(x, b), f(x, b), rtol=1e-5, atol=1e-5)
     assert compiled.compiled.backend == backend and compiled.compiled.optimized.count(kind="kernel") == 1
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_kernel_inputs_that_are_constants_or_strided_views(backend):
+    weight = torch.randn(4, 6).t()  # a non-contiguous [6, 4] tensor from a closure
+    bias = torch.randn(4)
+
+    def f(x):
+        y = x.transpose(0, 1)  # a strided view as a kernel input
+        return torch.tanh(y * weight + bias) * 2, torch.sigmoid(y) + weight
+    compiled = tensorcraft.compile(f, backend=backend)
+    x = torch.randn(4, 6)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), f(x), rtol=1e-5, atol=1e-5)
+    source = compiled.compiled.code.source
+    assert source.count("transpose = transpose.contiguous()") == 1  # once, though two kernels read it

@@ -118,13 +118,16 @@ def generate_wrapper(graph: Graph, plan: MemoryPlan, kernels: dict[str, Compiled
     placeholders, params = graph.placeholders, graph.params
     signature = ", ".join(n.name for n in placeholders + params)
     body: list[str] = []
+    contiguous: set[str] = set()  # names already made contiguous for a kernel
     for index, node in enumerate(graph.nodes):
         if node.kind in ("placeholder", "param"):
             continue
-        if node.kind == "constant":
-            namespace[node.name] = node.target
+        if node.kind == "constant":  # a global of the generated code, never rebound inside forward
+            value = node.target
+            namespace[node.name] = value.contiguous() if isinstance(value, torch.Tensor) else value
+            contiguous.add(node.name)
         elif node.kind == "kernel":
-            body += _kernel_lines(node, users[node], plan, printer, kernels)
+            body += _kernel_lines(node, users[node], plan, printer, kernels, contiguous)
         elif node.kind == "call" and is_kernel_output(node):
             pass  # allocated and written by its kernel's lines
         elif node.kind == "call":
@@ -148,7 +151,7 @@ def _is_local(graph: Graph, name: str) -> bool:
 
 
 def _kernel_lines(node: Node, users: list[Node], plan: MemoryPlan, printer: _Printer,
-                  kernels: dict[str, CompiledKernel]) -> list[str]:
+                  kernels: dict[str, CompiledKernel], contiguous: set[str]) -> list[str]:
     kernel: Kernel = node.target
     outputs_by_index = {u.args[1]: u for u in users if u.kind == "call" and u.op == "getitem"}
     again = f" (recomputing {node.attrs['recomputes']})" if node.attrs.get("recomputes") else ""
@@ -168,11 +171,13 @@ def _kernel_lines(node: Node, users: list[Node], plan: MemoryPlan, printer: _Pri
         out_names.append(var)
     ins = []
     for arg, buffer in zip(node.args, kernel.inputs):
-        if is_kernel_output(arg) and tuple(arg.shape) == tuple(buffer.shape):
+        if not is_kernel_output(arg) and arg.name not in contiguous:
+            # kernels read dense memory: make each input contiguous once (a no-op when it already is)
+            lines.insert(0, f"{arg.name} = {arg.name}.contiguous()")
+            contiguous.add(arg.name)
+        if tuple(arg.shape) == tuple(buffer.shape):
             ins.append(arg.name)
-        elif arg.shape is not None and tuple(arg.shape) == tuple(buffer.shape):
-            ins.append(f"{arg.name}.contiguous()")
-        else:
-            ins.append(f"{arg.name}.reshape({tuple(buffer.shape)!r}).contiguous()")
+        else:  # fewer dims than the iteration space: a view with leading 1s (still contiguous)
+            ins.append(f"{arg.name}.reshape({tuple(buffer.shape)!r})")
     lines.append(f"{kernel.name}({', '.join(ins + out_names)})")
     return lines
