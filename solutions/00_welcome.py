@@ -224,11 +224,12 @@ def outer(a, b):
 
 
 # %% [markdown]
-# Broadcasting in action, on shapes (3, 1) and (1, 4):
+# Indexing with `None`, and what shape a product of broadcast shapes has:
 
 # %%
-print(torch.arange(1, 4)[:, None].shape, torch.arange(1, 5)[None, :].shape)
-print(torch.arange(1, 4)[:, None] * torch.arange(1, 5)[None, :])
+v = torch.arange(3)
+print(v.shape, v[:, None].shape, v[None, :].shape)
+print((torch.ones(2, 1) * torch.ones(1, 5)).shape)
 
 # %% nbgrader={"grade": true, "grade_id": "outer_tests", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 check_outer(outer)
@@ -243,8 +244,9 @@ check_outer(outer, hidden=True)
 # ## Exercise 2 — normalise the rows (2 points)
 #
 # Write `normalize_rows(x)` for a 2-D tensor `x` of positive entries: each row divided by its own
-# sum, so that every row of the result sums to 1. `x.sum(dim=1)` sums along the rows; with
-# `keepdim=True` the summed axis stays, with length 1, so that the sums broadcast against `x`.
+# sum, so that every row of the result sums to 1. `x.sum(dim=1)` adds up each row (it sums over
+# dimension 1, the column index); with `keepdim=True` the summed dimension stays, with length 1,
+# so that the sums broadcast against `x`.
 # `torch.nn.functional.normalize` is forbidden.
 
 # %% nbgrader={"grade": false, "grade_id": "normalize_rows", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -265,5 +267,5 @@ check_normalize_rows(normalize_rows, hidden=True)
 # %% [markdown]
 # ## What's next
 #
-# Notebook 01 starts on `einsum`: reading an equation, inferring its output, and running it as
-# nested loops.
+# The following notebooks rebuild `torch.einsum`, then `einops`, then `torch.compile`, one stage
+# at a time, with checks like the ones above.
