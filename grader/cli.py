@@ -56,11 +56,12 @@ def _feedback(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
-    top.add_argument("--course", type=Path, default=DEFAULT_COURSE.root,
-                     help="nbgrader course directory (default: build/course)")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--course", type=Path, default=DEFAULT_COURSE.root,
+                        help="nbgrader course directory (default: build/course)")
     commands = top.add_subparsers(dest="command", required=True)
 
-    build = commands.add_parser("build", help="solutions/*.py -> nbgrader source -> notebooks/ (learner release)")
+    build = commands.add_parser("build", parents=[common], help="solutions/*.py -> nbgrader source -> notebooks/ (learner release)")
     build.add_argument("only", nargs="*", help="assignments to build (default: all), e.g. 00_welcome")
     build.add_argument("--solutions", type=Path, default=SOLUTIONS)
     build.add_argument("--notebooks", type=Path, default=NOTEBOOKS)
@@ -73,7 +74,7 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--timeout", type=int, default=60, help="seconds a cell may run (default: %(default)s)")
     check.set_defaults(run=_check)
 
-    grade = commands.add_parser("autograde", help="grade SUBMISSIONS/<learner>/<assignment>.ipynb in parallel")
+    grade = commands.add_parser("autograde", parents=[common], help="grade SUBMISSIONS/<learner>/<assignment>.ipynb in parallel")
     grade.add_argument("submissions", type=Path, help="folder with one sub-folder per learner")
     grade.add_argument("--workers", type=int, default=os.cpu_count(),
                        help="notebooks executed at once (default: one per core, here %(default)s)")
@@ -83,7 +84,7 @@ def parser() -> argparse.ArgumentParser:
     grade.add_argument("--force", action="store_true", help="regrade submissions already graded")
     grade.set_defaults(run=_autograde)
 
-    feedback = commands.add_parser("feedback", help="write feedback HTML (no hidden-test source) for graded notebooks")
+    feedback = commands.add_parser("feedback", parents=[common], help="write feedback HTML (no hidden-test source) for graded notebooks")
     feedback.add_argument("--all", action="store_true", help="rewrite every feedback file, not only stale ones")
     feedback.set_defaults(run=_feedback)
     return top

@@ -145,8 +145,8 @@ def test_a_run_killed_half_way_resumes_without_regrading(built_course, tmp_path)
     learners = ("correct", "untouched", "wrong", "raises")    # the quick ones
     submissions = fake_class.write_class(tmp_path / "submissions", learners)
     state = course.root / "grader_state"
-    run = subprocess.Popen([sys.executable, "-m", "grader", "--course", str(course.root), "autograde",
-                            str(submissions), "--workers", "1", "--timeout", str(TIMEOUT)],
+    run = subprocess.Popen([sys.executable, "-m", "grader", "autograde", str(submissions), "--course",
+                            str(course.root), "--workers", "1", "--timeout", str(TIMEOUT)],
                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
