@@ -16,7 +16,7 @@ from tensorcraft.compiler.codegen.python import compile_kernel, kernel_source
 from tensorcraft.compiler.examples import model_zoo
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import backend_params  # noqa: E402
+from available_backends import backend_params  # noqa: E402
 
 
 @st.composite

@@ -13,7 +13,7 @@ import tensorcraft
 from tensorcraft.compiler.examples import model_zoo
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import backend_params  # noqa: E402
+from available_backends import backend_params  # noqa: E402
 
 ZOO = ["mlp", "cnn", "norm_softmax", "attention"]
 TOL = {"python": 1e-5, "c": 1e-4, "triton": 1e-4}

@@ -31,8 +31,8 @@ from tensorcraft.compiler.passes.fusion import UNARY_OPS, fuse_elementwise
 from tensorcraft.compiler.passes.memory_plan import is_kernel_output, plan_memory, storage_lifetimes
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import backend_params  # noqa: E402
-from programs import as_function, example_inputs, programs  # noqa: E402
+from available_backends import backend_params  # noqa: E402
+from random_programs import as_function, example_inputs, programs  # noqa: E402
 
 
 def _tensor_calls_fx(gm: torch.fx.GraphModule, inputs=None) -> list[str]:
