@@ -215,3 +215,12 @@ def test_concurrent_compiles_of_one_kernel_all_succeed():
         k(x, y)
         torch.testing.assert_close(y, evaluate(kernel, x)[0])
     assert not list((c_toolchain.cache_dir() / "c").glob("tmp*")), "a private build folder was left behind"
+
+
+def test_unwritable_cache_dir_raises_compiler_unavailable(monkeypatch, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("TENSORCRAFT_CACHE_DIR", str(blocker / "cache"))
+    kernel = _kernel((3,), [(3,)], [("y", "sin", "v0")], [("y", "y")])
+    with pytest.raises(c.CompilerUnavailable, match="TENSORCRAFT_CACHE_DIR"):
+        c.compile_kernel(kernel)

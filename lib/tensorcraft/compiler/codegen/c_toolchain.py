@@ -98,7 +98,11 @@ def load_library(source: str) -> ctypes.CDLL:
     folder = cache_dir() / "c"
     library = folder / f"{key}.so"
     if not library.exists():
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise CompilerUnavailable(f"cannot create the kernel cache folder {folder} ({error}); set "
+                                      "TENSORCRAFT_CACHE_DIR to a writable folder") from error
         # Build in a private folder, then rename into place: a process compiling the same kernel at
         # the same time never reads half a source file, and nobody ever loads half a library.
         with tempfile.TemporaryDirectory(dir=folder) as work:
