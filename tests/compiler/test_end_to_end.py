@@ -222,3 +222,25 @@ def test_module_lists_and_tied_weights():
     model(x).sum().backward()
     torch.testing.assert_close(grad, model.layers[0].weight.grad)
     assert "layers.0.weight" in compiled.compiled.code.param_names
+
+
+def test_each_stage_of_the_pipeline_can_be_replaced():
+    from tensorcraft.compiler.capture import capture
+    from tensorcraft.compiler.passes.memory_plan import MemoryPlan, plan_memory
+    from tensorcraft.compiler.pipeline import compile_graph
+    calls = []
+
+    def no_reuse(graph):  # a planner that reuses nothing: every kernel output fresh
+        calls.append("planner")
+        plan = plan_memory(graph)
+        return MemoryPlan(fresh=set(plan.slot_of) | plan.fresh, last_use=plan.last_use, frees_after=plan.frees_after)
+
+    def my_dce(graph):
+        calls.append("dce")
+        from tensorcraft.compiler.passes.dce import eliminate_dead_code
+        return eliminate_dead_code(graph)
+    f = lambda x: torch.tanh(x * 2 + 1) @ x  # noqa: E731
+    x = torch.randn(4, 4)
+    compiled = compile_graph(capture(f, (x,)).graph, backend="python", passes=[my_dce, "fusion"], planner=no_reuse)
+    torch.testing.assert_close(compiled([x], {})[0], f(x))
+    assert calls == ["dce", "planner"] and "_slot" not in compiled.code.source

@@ -1,7 +1,7 @@
 """The whole compiler after capture, stage by stage: passes -> memory plan -> kernels -> wrapper -> load.
 
-Every stage is an argument-free function call over plain values, so a notebook can run them one
-at a time, or replace one (``compile_graph(graph, passes=[my_dce, ...])``).
+Every stage is a plain function over plain values, so a notebook can run them one at a time, or
+replace one (``compile_graph(graph, passes=[my_dce, ...])``, ``compile_graph(graph, planner=my_plan)``).
 """
 from __future__ import annotations
 
@@ -75,12 +75,17 @@ def compile_kernels(graph: Graph, backend: str | Callable | None) -> tuple[dict[
 
 
 def compile_graph(graph: Graph, backend: str | Callable | None = None, passes: Sequence[Pass | str] | None = None,
-                  debug: bool = False) -> CompiledGraph:
-    """Optimize ``graph`` (a captured Graph, left unchanged) and turn it into a callable."""
+                  debug: bool = False, planner: Callable[[Graph], MemoryPlan] = plan_memory,
+                  wrapper: Callable[..., WrapperCode] = generate_wrapper) -> CompiledGraph:
+    """Optimize ``graph`` (a captured Graph, left unchanged) and turn it into a callable.
+
+    Every stage can be replaced: ``passes`` (a list of Graph -> Graph functions or names),
+    ``backend`` (a name or a compile_kernel function), ``planner`` and ``wrapper``.
+    """
     optimized = run_passes(graph.copy(), DEFAULT_PASSES if passes is None else passes)
-    plan = plan_memory(optimized)
+    plan = planner(optimized)
     kernels, chosen, notes = compile_kernels(optimized, backend)
-    code = generate_wrapper(optimized, plan, kernels)
+    code = wrapper(optimized, plan, kernels)
     fn = runtime.load(code)
     result = CompiledGraph(graph, optimized, plan, code, chosen, fn, notes)
     if debug:
