@@ -6,15 +6,16 @@ Two operands A and B with labelled dimensions become
     B: take diagonals -> drop broadcast dims -> sum own labels -> permute -> reshape (batch, sum, right)
     result = bmm(A, B) -> reshape (batch..., left..., right...) -> permute to the wanted order
 
-(two degenerate shapes get a cheaper product, see `PairPlan`: nothing to sum is a broadcast
-multiply; nothing kept but batch labels is a batch of dot products, multiply and sum).
-
 where, after the first three steps, every label falls in one of four groups:
 
     batch   in A and B, kept         (like b in 'bij,bjk->bik')
     sum     in A and B, not kept     (like j: the matrix product sums it)
     left    only in A (kept)         (like i)
     right   only in B (kept)         (like k)
+
+Without batch labels the bmm is a plain mm. Two degenerate cases get a cheaper product (see
+`PairPlan`): nothing to sum is a broadcast multiply; nothing kept but batch labels is a batch
+of dot products, done as multiply-and-sum.
 
 A label only one operand has and that nothing later needs is summed before the bmm, because
 summing early makes the matrices smaller. A size-1 dimension facing a larger size in the other
@@ -65,8 +66,8 @@ def prepare(labels: Sequence[str], shape: Sequence[int], keep: Collection[str],
             other_sizes: dict[str, int]) -> Preparation:
     """Plan diagonals, broadcast squeezes and early sums for one operand.
 
-    `keep`: labels needed after this contraction; `other_sizes`: label -> size in the other
-    operand (empty for a single operand).
+    `keep`: labels needed after this contraction; `other_sizes`: label -> size of the labels the
+    other operand keeps after its own broadcast squeeze (empty for a single operand).
     """
     labels, shape = list(labels), list(shape)
     labels_in = tuple(labels)
