@@ -18,7 +18,7 @@ from .compare import describe, mismatch
 from .devices import clone, devices, to_device
 from .report import FAIL, PASS, PENDING, CheckReport, GroupOutcome
 from .seed import hidden_seed
-from .tripwire import ForbiddenCallError, tripwires
+from .tripwire import ForbiddenCallError, captured_forbidden, tripwires
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,10 @@ class Exercise:
     def _run_group(self, learner_fn: Callable[..., Any], group: Group, device: str) -> GroupOutcome:
         def fail(detail: str, hint: str) -> GroupOutcome:
             return GroupOutcome(device, group.title, len(group.cases), FAIL, detail, hint)
+
+        captured = captured_forbidden(learner_fn, self.forbidden, exercise=self.name)
+        if captured is not None:
+            return fail(str(captured), self.hint)
 
         for number, case in enumerate(group.cases, start=1):
             args = to_device(case.args, device)

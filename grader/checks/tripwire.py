@@ -4,12 +4,17 @@ An exercise that rebuilds ``torch.einsum`` is no exercise if the answer calls ``
 While the learner's code runs, each forbidden name (a dotted path such as ``"torch.einsum"`` or
 ``"torch.Tensor.outer"``) is replaced by a function that raises :class:`ForbiddenCallError`;
 the originals come back afterwards, even when the learner's code raises.
+
+Replacing a name cannot catch a function captured before the check ran (``from torch import
+outer``, ``op=torch.outer`` as a default, a closure): :func:`captured_forbidden` finds those by
+following the names the learner's code refers to.
 """
 from __future__ import annotations
 
 import contextlib
 import importlib
-from typing import Any, Iterator
+import types
+from typing import Any, Callable, Iterator
 
 
 class ForbiddenCallError(AssertionError):
@@ -59,3 +64,59 @@ def tripwires(paths: tuple[str, ...] | list[str], exercise: str = "this exercise
                 setattr(owner, name, original)
             else:  # the name was inherited: removing our shadow brings the original back
                 delattr(owner, name)
+
+
+def _code_objects(code: types.CodeType) -> Iterator[types.CodeType]:
+    """A code object and every function, lambda or comprehension nested in it."""
+    yield code
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            yield from _code_objects(constant)
+
+
+def _reachable_values(fn: Callable[..., Any]) -> Iterator[tuple[str, Any]]:
+    """(name, value) for every global, closure variable and default that ``fn`` can use,
+    following the helper functions it calls that were defined next to it (same globals)."""
+    seen: set[int] = set()
+    todo = [fn]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        current = getattr(current, "__func__", current)  # bound methods
+        code = getattr(current, "__code__", None)
+        if code is None:
+            continue
+        found: list[tuple[str, Any]] = []
+        namespace = getattr(current, "__globals__", {})
+        for inner in _code_objects(code):
+            found += [(name, namespace[name]) for name in inner.co_names if name in namespace]
+        cells = getattr(current, "__closure__", None) or ()
+        for name, cell in zip(code.co_freevars, cells):
+            with contextlib.suppress(ValueError):  # an empty cell
+                found.append((name, cell.cell_contents))
+        defaults = (getattr(current, "__defaults__", None) or ()) + tuple((getattr(current, "__kwdefaults__", None) or {}).values())
+        found += [("a default argument", value) for value in defaults]
+        for name, value in found:
+            yield name, value
+            if isinstance(value, types.FunctionType) and value.__globals__ is namespace:
+                todo.append(value)
+
+
+def captured_forbidden(fn: Callable[..., Any], paths: tuple[str, ...] | list[str],
+                       exercise: str = "this exercise") -> ForbiddenCallError | None:
+    """The error to report if ``fn`` holds a forbidden function under a name of its own, else None."""
+    if not paths:
+        return None
+    originals = {}
+    for path in paths:
+        owner, name = _resolve(path)
+        originals[id(getattr(owner, name))] = path
+    for name, value in _reachable_values(fn):
+        path = originals.get(id(value))
+        if path is not None:
+            return ForbiddenCallError(
+                f"your code uses {path} (through the name {name!r}), which the exercise '{exercise}' "
+                f"asks you to do without; write it with the operations the exercise names instead")
+    return None

@@ -48,6 +48,32 @@ def test_check_reports_a_forbidden_call_and_leaves_torch_unharmed(capsys):
     assert torch.outer(torch.ones(2), torch.ones(3)).shape == (2, 3)
 
 
+from torch import outer as imported_outer  # noqa: E402  (the learner's trick under test)
+
+
+def _helper_that_delegates(a, b):
+    return imported_outer(a, b)
+
+
+@pytest.mark.parametrize("learner", [
+    pytest.param(lambda a, b: imported_outer(a, b), id="imported under another name"),
+    pytest.param(lambda a, b, op=torch.outer: op(a, b), id="default argument"),
+    pytest.param((lambda op: lambda a, b: op(a, b))(torch.outer), id="closure"),
+    pytest.param(lambda a, b: _helper_that_delegates(a, b), id="through a helper"),
+    pytest.param(lambda a, b: [imported_outer(x, y) for x, y in [(a, b)]][0], id="inside a comprehension"),
+])
+def test_a_forbidden_function_captured_before_the_check_is_caught(learner, capsys):
+    with pytest.raises(AssertionError):
+        nb00_welcome.check_outer(learner)
+    assert "your code uses torch.outer" in capsys.readouterr().out
+
+
+def test_names_that_merely_resemble_a_forbidden_one_are_allowed():
+    outer = correct_outer  # a learner's own function may be called outer
+    report = OUTER.run(lambda a, b: outer(a, b), cuda_available=False)
+    assert not report.failed
+
+
 # ------------------------------------------------------------------ devices
 
 def test_missing_gpu_is_pending_never_passed():
