@@ -188,15 +188,9 @@ class Compiler:
         return None
 
 
-class CompiledFunction:
-    """A compiled plain function: call it as the function; `.explain()`, `.stats`, `.compiled`."""
-
-    def __init__(self, fn: Callable, compiler: Compiler) -> None:
-        functools.update_wrapper(self, fn)
-        self._compiler = compiler
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._compiler(*args, **kwargs)
+class _Inspectable:
+    """What both compiled objects show of their compiler: counters, the last build, the reasons."""
+    _compiler: Compiler
 
     @property
     def stats(self) -> Stats:
@@ -210,7 +204,18 @@ class CompiledFunction:
         return self._compiler.explain()
 
 
-class CompiledModule(torch.nn.Module):
+class CompiledFunction(_Inspectable):
+    """A compiled plain function: call it as the function; `.explain()`, `.stats`, `.compiled`."""
+
+    def __init__(self, fn: Callable, compiler: Compiler) -> None:
+        functools.update_wrapper(self, fn)
+        self._compiler = compiler
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._compiler(*args, **kwargs)
+
+
+class CompiledModule(_Inspectable, torch.nn.Module):
     """A compiled module with the model's own interface.
 
     Parameters, buffers, state_dict keys, submodules, train()/eval() and attributes are the
@@ -315,17 +320,6 @@ class CompiledModule(torch.nn.Module):
     def apply(self, fn):
         self._orig_mod.apply(fn)
         return self
-
-    @property
-    def stats(self) -> Stats:
-        return self._compiler.stats
-
-    @property
-    def compiled(self) -> CompiledGraph | None:
-        return self._compiler.compiled
-
-    def explain(self) -> str:
-        return self._compiler.explain()
 
 
 def compile(model: torch.nn.Module | Callable | None = None, *, backend: str | Callable | None = None,
