@@ -20,9 +20,12 @@ setup: $(STAMP)
 # No browser is opened where there is no display (a server, a container): JupyterLab prints the URL.
 NO_BROWSER := $(if $(or $(DISPLAY),$(WAYLAND_DISPLAY),$(filter Darwin,$(shell uname -s))),,--no-browser)
 
+# Jupyter refuses to run as root (containers, CI machines) unless told that is intended.
+AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+
 course: $(STAMP)
 	$(PY) -m grader build
-	$(PY) -m jupyter lab --notebook-dir=notebooks $(NO_BROWSER)
+	$(PY) -m jupyter lab --notebook-dir=notebooks $(NO_BROWSER) $(AS_ROOT) $(LAB_ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
