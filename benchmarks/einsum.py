@@ -20,6 +20,7 @@ import torch
 
 from tensorcraft.einstein.api import einsum
 from tensorcraft.einstein.loops import GENERATED_NAME, einsum_loops, loop_code
+from tensorcraft.einstein.path import contract_path
 
 
 def torch_einsum_without_path(equation: str, *operands: torch.Tensor) -> torch.Tensor:
@@ -106,12 +107,52 @@ def print_table(title: str, rows: list[tuple[str, str, list[float], list[float]]
         last_case = case
 
 
+def random_equation(rng: np.random.Generator, max_operands: int) -> tuple[str, list[tuple[int, ...]]]:
+    """A random contraction: 3..max_operands operands of 0-4 letters from a pool of 6, sizes 1-8."""
+    pool = "abcdef"
+    size = {c: int(rng.integers(1, 9)) for c in pool}
+    terms = ["".join(rng.choice(list(pool), size=int(rng.integers(0, 5)))) for _ in range(int(rng.integers(3, max_operands + 1)))]
+    used = sorted(set("".join(terms)))
+    output = "".join(c for c in used if rng.random() < 0.3)
+    return ",".join(terms) + "->" + output, [tuple(size[c] for c in t) for t in terms]
+
+
+def compare_paths(cases: int, max_operands: int) -> None:
+    """Path quality, not speed: our FLOP counts over opt_einsum's on random equations (same cost model)."""
+    rng = np.random.default_rng(0)
+    ratios: dict[str, list[float]] = {"greedy": [], "optimal": []}
+    worst = {"greedy": ("", 0.0), "optimal": ("", 0.0)}
+    for _ in range(cases):
+        equation, shapes = random_equation(rng, max_operands)
+        for strategy in ratios:
+            if strategy == "optimal" and len(shapes) > 6:
+                continue  # exhaustive search: factorial in the number of operands (both ours and theirs)
+            ours = contract_path(equation, *shapes, optimize=strategy)[1].opt_cost
+            theirs = int(opt_einsum.contract_path(equation, *shapes, shapes=True, optimize=strategy)[1].opt_cost)
+            ratio = ours / max(theirs, 1)
+            ratios[strategy].append(ratio)
+            if ratio > worst[strategy][1]:
+                worst[strategy] = (equation, ratio)
+    print(f"\npaths: our FLOP count / opt_einsum's, {cases} random equations of 3-{max_operands} operands"
+          " ('optimal' on those of at most 6)")
+    for strategy, r in ratios.items():
+        a = np.array(r)
+        print(f"  {strategy:<8} equal {np.mean(a == 1):5.1%}  ours cheaper {np.mean(a < 1):5.1%}  "
+              f"mean {a.mean():.3f}  max {a.max():.3f} (on {worst[strategy][0]!r})")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks einsum", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=60, help="round-robin rounds per case (default 60)")
     parser.add_argument("--batch-ms", type=float, default=2.0, help="time per batch of calls (default 2 ms)")
     parser.add_argument("--quick", action="store_true", help="3 rounds of 2 ms: a smoke run")
+    parser.add_argument("--paths", type=int, metavar="N", default=0,
+                        help="instead of timing, compare path FLOP counts with opt_einsum on N random equations")
+    parser.add_argument("--max-operands", type=int, default=6, help="for --paths (default 6)")
     args = parser.parse_args(argv)
+    if args.paths:
+        compare_paths(args.paths, args.max_operands)
+        return 0
     rounds, target_s = (3, 0.002) if args.quick else (args.rounds, args.batch_ms / 1e3)
     rng = np.random.default_rng(0)
     print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), numpy {np.__version__}, "

@@ -115,25 +115,36 @@ def optimal_path(sets: Sequence[frozenset[str]], output: frozenset[str], sizes: 
 def greedy_path(sets: Sequence[frozenset[str]], output: frozenset[str], sizes: dict[str, int]) -> Path:
     """Contract, at each step, the most promising pair; quadratic work per step, no look-ahead.
 
-    Pairs that share a label to sum come first, and among them the one that frees the most
-    memory (sizes of the two inputs minus the size of the result). Only when no pair shares
-    such a label are the rest joined, smallest result first (absorbing scalars, then outer
-    products). Labels that every operand has (like a batch label) do not count as shared: they
-    are summed last anyway. Ties go to the pair with fewer FLOPs, then to the leftmost.
+    The pairs are ranked in three classes, then by FLOPs, then leftmost first:
+    1. two operands with the same labels: an elementwise product, never larger than its inputs;
+    2. two operands that share a label to sum: the pair that frees the most memory (sizes of the
+       inputs minus the size of the result) first. Labels that every operand has (like a batch
+       label) do not count as shared: they are summed last anyway;
+    3. otherwise (outer products, scalars): the two operands that keep the fewest elements,
+       as in Huffman coding, and among equals the pair that sums an operand's own labels.
     This is the scheme of opt_einsum's greedy, written without its priority queue.
     """
     current = list(sets)
-    everywhere = frozenset.intersection(*current)  # labels of every operand act like batch labels
+    everywhere = frozenset.intersection(*current)
+
+    def kept_size(p: int) -> int:
+        """Elements operand p keeps: its labels that the output or another operand needs."""
+        needed = output.union(*(s for q, s in enumerate(current) if q != p))
+        return size_of(current[p] & needed, sizes)
+
+    def score(pair: tuple[int, int]) -> tuple:
+        i, j = pair
+        step = contraction_step(current, pair, output, sizes)
+        if current[i] == current[j]:
+            return (1, step.flops, pair)
+        if (current[i] & current[j]) - output - everywhere:
+            memory_freed = size_of(current[i], sizes) + size_of(current[j], sizes) - size_of(step.result, sizes)
+            return (2, -memory_freed, step.flops, pair)
+        ki, kj = kept_size(i), kept_size(j)
+        return (3, max(ki, kj), min(ki, kj), not step.removed, step.flops, pair)
+
     path: Path = []
     while len(current) > 1:
-        def score(pair: tuple[int, int]) -> tuple:
-            i, j = pair
-            step = contraction_step(current, pair, output, sizes)
-            if (current[i] & current[j]) - output - everywhere:  # they share a label to sum
-                memory_freed = size_of(current[i], sizes) + size_of(current[j], sizes) - size_of(step.result, sizes)
-                return (0, -memory_freed, step.flops, pair)
-            return (1, size_of(step.result, sizes), step.flops, pair)
-
         i, j = min(combinations(range(len(current)), 2), key=score)
         result = contraction_step(current, (i, j), output, sizes).result
         current = [s for p, s in enumerate(current) if p not in (i, j)] + [result]
