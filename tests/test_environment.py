@@ -8,10 +8,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _canonical(requirement: str) -> tuple[str, str]:
-    """'Opt-Einsum == 3.4.0' -> ('opt-einsum', '3.4.0'); only exact pins are allowed."""
-    match = re.fullmatch(r"\s*([A-Za-z0-9_.\-]+)\s*==\s*([^\s;]+)\s*", requirement)
-    assert match, f"{requirement!r} is not an exact pin NAME==VERSION"
-    return re.sub(r"[-_.]+", "-", match[1]).lower(), match[2]
+    """'Opt-Einsum == 3.4.0' -> ('opt-einsum', '3.4.0'); only exact pins are allowed, each with
+    an optional environment marker that must agree too ("triton==3.9.0; sys_platform == 'linux'")."""
+    match = re.fullmatch(r"\s*([A-Za-z0-9_.\-]+)\s*==\s*([^\s;]+)\s*(?:;\s*(.+?))?\s*", requirement)
+    assert match, f"{requirement!r} is not an exact pin NAME==VERSION[; marker]"
+    pin = match[2]
+    if match[3]:
+        pin += "; " + re.sub(r"\s+", " ", match[3].replace('"', "'"))
+    return re.sub(r"[-_.]+", "-", match[1]).lower(), pin
 
 
 def _pyproject_project() -> dict:
