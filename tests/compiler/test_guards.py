@@ -140,3 +140,24 @@ def test_any_call_sequence_gives_eager_results_and_one_entry_per_signature(calls
     assert compiled.stats.compiles == min(len(signatures), 4)
     assert len(compiled.stats.recompiles) == compiled.stats.compiles - 1
     assert compiled.stats.calls == compiled.stats.compiles + compiled.stats.cache_hits + compiled.stats.eager_calls
+
+
+def _conv_bn_relu() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()).eval()
+
+
+def test_folded_parameters_changed_without_a_version_bump_recompile():
+    """`p.data.mul_` and batchnorm's running-stat update in training mode leave `_version` alone."""
+    model = _conv_bn_relu()
+    compiled = tensorcraft.compile(model, backend="python")
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        compiled(x)
+        compiled(x)  # the folded entry runs
+        model[0].weight.data.mul_(2)
+        torch.testing.assert_close(compiled(x), model(x))
+        model.train()
+        compiled(x)  # eager (batchnorm updates its statistics), and the statistics change
+        model.eval()
+        torch.testing.assert_close(compiled(x), model(x))
+    assert "holds other values than when it was folded" in compiled.explain()

@@ -124,7 +124,8 @@ class Compiler:
             fetch = lambda m: (single(m),)  # noqa: E731  attrgetter returns a bare value for one name
         params = fetch(self.module) if fetch else ()
         compiled = compile_graph(graph, backend=self.backend, passes=self.passes, debug=self.debug)
-        guards = build_guards(flat, spec, names, training, param_names, params, frozen, captured.constants)
+        guards = build_guards(flat, spec, names, training, param_names, params, frozen, captured.constants,
+                              folded=frozen and _folds_parameters(compiled))
         self.entries.append(Entry(guards, compiled, fetch=fetch, need_grad=need_grad))
         self.stats.compiles += 1
         return captured.result  # the capturing call ran eagerly: its answer is eager's
@@ -186,6 +187,13 @@ class Compiler:
             if e.compiled is not None:
                 return e.compiled
         return None
+
+
+def _folds_parameters(compiled: CompiledGraph) -> bool:
+    """Did the passes bake values computed from parameters into the code (a constant capture did not have)?"""
+    captured = {id(n.target) for n in compiled.captured.nodes if n.kind == "constant"}
+    return bool(compiled.captured.params) and any(
+        n.kind == "constant" and id(n.target) not in captured for n in compiled.optimized.nodes)
 
 
 class _Inspectable:

@@ -2,7 +2,10 @@
 
 A compiled graph bakes in everything it saw: shapes, strides, dtypes, devices, non-tensor
 arguments, whether gradients were needed, the module's training flag, and (when parameters
-were folded into constants) the parameters' values, tracked by their version counters.
+were folded into constants) the parameters' values. Version counters alone do not see every
+change: ``p.data.mul_(2)`` and batchnorm's running-statistics update in training mode leave
+``p._version`` as it was, so a graph that folded parameters also keeps a copy of each one and
+compares values (one ``torch.equal`` per parameter per call: the price of folding safely).
 Before reusing an entry, every one of those is compared; the first mismatch is the reason
 for a recompile, and explain() shows it.
 """
@@ -35,6 +38,7 @@ class Guards:
     params: list[tuple[int, int, bool, int | None]]  # per module tensor: id, data_ptr, requires_grad, version if frozen
     param_names: list[str]
     constants: list[tuple[torch.Tensor, int]]   # baked tensors and the version they were baked at
+    snapshots: list[torch.Tensor] | None = None  # copies of the module tensors, when some were folded
 
     def check(self, flat: Sequence[Any], spec: Any, training: bool | None,
               params: Sequence[torch.Tensor]) -> str | None:
@@ -58,6 +62,9 @@ class Guards:
                 return f"module tensor {name}: requires_grad is {tensor.requires_grad}, was {requires_grad}"
             if version is not None and tensor._version != version:
                 return f"module tensor {name} changed in place since it was folded into constants"
+        for name, tensor, copy in zip(self.param_names, params, self.snapshots or ()):
+            if not torch.equal(tensor, copy):  # changed without a version bump (p.data, batchnorm stats)
+                return f"module tensor {name} holds other values than when it was folded into constants"
         for tensor, version in self.constants:
             if tensor._version != version:
                 return f"a captured constant tensor{list(tensor.shape)} changed in place"
@@ -74,8 +81,10 @@ class Guards:
         parts.append(f"grad_enabled={self.grad_enabled}")
         if self.training is not None:
             parts.append(f"training={self.training}")
-        if any(v is not None for *_, v in self.params):
-            parts.append(f"{len(self.params)} module tensors unchanged (folded)")
+        if self.snapshots is not None:
+            parts.append(f"{len(self.params)} module tensors hold the values they were folded with")
+        elif any(v is not None for *_, v in self.params):
+            parts.append(f"{len(self.params)} module tensors unchanged (frozen)")
         return "; ".join(parts)
 
 
@@ -93,9 +102,10 @@ def _difference(name: str, got: tuple, expected: tuple) -> str:
 
 def build_guards(flat: Sequence[Any], spec: Any, names: Sequence[str], training: bool | None,
                  param_names: Sequence[str], params: Sequence[torch.Tensor], frozen: bool,
-                 constants: Sequence[torch.Tensor] = ()) -> Guards:
-    """Remember what this call looked like."""
+                 constants: Sequence[torch.Tensor] = (), folded: bool = False) -> Guards:
+    """Remember what this call looked like; ``folded``: the compiled code baked parameter values in."""
+    snapshots = [t.detach().clone() for t in params] if folded else None
     return Guards(spec, [describe_input(v) for v in flat], list(names), torch.is_grad_enabled(), training,
                   [(id(t), t.data_ptr(), t.requires_grad, t._version if frozen else None) for t in params],
                   list(param_names),
-                  [(t, t._version) for t in constants])
+                  [(t, t._version) for t in constants], snapshots)
