@@ -161,3 +161,54 @@ def test_folded_parameters_changed_without_a_version_bump_recompile():
         model.eval()
         torch.testing.assert_close(compiled(x), model(x))
     assert "holds other values than when it was folded" in compiled.explain()
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = 2.0
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.linear(x).relu() * self.scale
+
+
+SHIFT = 1
+
+
+def _shifted(x):
+    return (x * 2).sin() + SHIFT
+
+
+def test_plain_python_values_read_in_forward_are_guarded():
+    model = _Scaled()
+    compiled = tensorcraft.compile(model, backend="python")
+    x = torch.randn(3, 4)
+    compiled(x), compiled(x)
+    model.scale = 3.0
+    torch.testing.assert_close(compiled(x), model(x))
+    compiled.scale = 4  # through the compiled module, and an int: another type is another value
+    torch.testing.assert_close(compiled(x), model(x))
+    assert compiled.stats.recompiles == ["module attribute scale is 3.0, was 2.0",
+                                         "module attribute scale is 4, was 3.0"]
+
+
+def test_globals_and_closure_variables_read_by_the_function_are_guarded():
+    global SHIFT
+    compiled = tensorcraft.compile(_shifted, backend="python")
+    x = torch.randn(3, 4)
+    try:
+        compiled(x), compiled(x)
+        SHIFT = 5
+        torch.testing.assert_close(compiled(x), _shifted(x))
+    finally:
+        SHIFT = 1
+    factor = 2.0
+
+    def scaled(x):
+        return (x * factor).exp()
+    compiled = tensorcraft.compile(scaled, backend="python")
+    compiled(x), compiled(x)
+    factor = 0.5
+    torch.testing.assert_close(compiled(x), scaled(x))
+    assert compiled.stats.recompiles == ["closure variable factor is 0.5, was 2.0"]

@@ -9,9 +9,11 @@
     4. past `cache_limit` entries (8, as torch.compile), a new signature runs eagerly with a warning.
 
 Limits, by design of a capture that records torch calls (torch.compile reads bytecode instead):
-  * Python side effects other than torch calls (print, appending to a list), module hooks, and
-    plain Python attributes read in forward (``self.scale = 2.0``) are seen by the capturing call
-    only: later calls replay the graph with those values baked in (attributes are not guarded).
+  * Python side effects other than torch calls (print, appending to a list) and module hooks are
+    seen by the capturing call only: later calls replay the graph without them.
+  * Plain Python values read in forward are baked in. Guarded (a change recompiles): the module's
+    plain attributes (``self.scale = 2.0``, ``bn.eps``) and the globals and closure variables the
+    compiled function's own code names. Not guarded: globals read by helpers it calls.
   * Intermediate buffers (memory plan slots) belong to the compiled object and are reused by every
     call: one compiled object must not run in two threads at once.
   * In-place updates of buffers (batchnorm in training mode) and randomness (dropout in training
@@ -29,7 +31,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from .capture import capture
-from .guards import Guards, build_guards
+from .guards import Guards, build_guards, plain_values
 from .ir import Node
 from .pipeline import CompiledGraph, Pass, compile_graph
 from .training import run_with_gradients
@@ -125,7 +127,7 @@ class Compiler:
         params = fetch(self.module) if fetch else ()
         compiled = compile_graph(graph, backend=self.backend, passes=self.passes, debug=self.debug)
         guards = build_guards(flat, spec, names, training, param_names, params, frozen, captured.constants,
-                              folded=frozen and _folds_parameters(compiled))
+                              folded=frozen and _folds_parameters(compiled), values=plain_values(self.fn, self.module))
         self.entries.append(Entry(guards, compiled, fetch=fetch, need_grad=need_grad))
         self.stats.compiles += 1
         return captured.result  # the capturing call ran eagerly: its answer is eager's

@@ -7,12 +7,16 @@ change: ``p.data.mul_(2)`` and batchnorm's running-statistics update in training
 ``p._version`` as it was, so a graph that folded parameters also keeps a copy of each one and
 compares values (one ``torch.equal`` per parameter per call: the price of folding safely).
 Before reusing an entry, every one of those is compared; the first mismatch is the reason
-for a recompile, and explain() shows it.
+for a recompile, and explain() shows it. Plain Python values the program reads besides its
+arguments (``self.scale``, ``bn.eps``, a global ``SCALE``) are baked in by capture too: the
+module's plain attributes and the globals and closure variables named by the function's own code
+are guarded by value (see plain_values for what is not).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Sequence
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -39,6 +43,7 @@ class Guards:
     param_names: list[str]
     constants: list[tuple[torch.Tensor, int]]   # baked tensors and the version they were baked at
     snapshots: list[torch.Tensor] | None = None  # copies of the module tensors, when some were folded
+    values: list[PlainValue] = field(default_factory=list)  # Python values read besides the arguments
 
     def check(self, flat: Sequence[Any], spec: Any, training: bool | None,
               params: Sequence[torch.Tensor]) -> str | None:
@@ -68,6 +73,10 @@ class Guards:
         for tensor, version in self.constants:
             if tensor._version != version:
                 return f"a captured constant tensor{list(tensor.shape)} changed in place"
+        for value in self.values:
+            now = value.read()
+            if not _same(now, value.value):
+                return f"{value.name} is {now!r}, was {value.value!r}"
         return None
 
     def __str__(self) -> str:
@@ -81,11 +90,77 @@ class Guards:
         parts.append(f"grad_enabled={self.grad_enabled}")
         if self.training is not None:
             parts.append(f"training={self.training}")
+        if self.values:
+            parts.append(f"{len(self.values)} Python values unchanged ({', '.join(v.name for v in self.values[:3])}"
+                         f"{', ...' if len(self.values) > 3 else ''})")
         if self.snapshots is not None:
             parts.append(f"{len(self.params)} module tensors hold the values they were folded with")
         elif any(v is not None for *_, v in self.params):
             parts.append(f"{len(self.params)} module tensors unchanged (frozen)")
         return "; ".join(parts)
+
+
+_MISSING = object()
+_PLAIN = (bool, int, float, complex, str, type(None), torch.dtype)
+
+
+@dataclass
+class PlainValue:
+    """A Python value the program may read (``self.scale``, a global, a closure variable), baked in by capture."""
+    name: str                    # for messages: "module attribute bn.eps"
+    read: Callable[[], Any]      # reads the current value (_MISSING when it is gone)
+    value: Any                   # the value at capture
+
+
+def _is_plain(value: Any) -> bool:
+    if isinstance(value, (tuple, list)):
+        return all(_is_plain(v) for v in value)
+    return isinstance(value, _PLAIN)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal and of the same types (``2`` and ``2.0`` give different dtypes in torch)."""
+    if isinstance(a, (tuple, list)) and type(a) is type(b):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a is b or (type(a) is type(b) and a == b)
+
+
+def plain_values(fn: Callable, module: Any = None) -> list[PlainValue]:
+    """The plain Python values a capture may have baked in besides the arguments: every plain
+    attribute of the module and its submodules, and the globals and closure variables that the
+    top-level function's own code names. (Helpers it calls are not inspected: their globals are not
+    guarded.)"""
+    found: list[PlainValue] = []
+    if module is not None:
+        for qual, sub in module.named_modules():
+            namespace = vars(sub)
+            for attr, value in namespace.items():
+                if attr != "training" and _is_plain(value):  # training has its own guard
+                    read = functools.partial(namespace.get, attr, _MISSING)
+                    found.append(PlainValue(f"module attribute {qual + '.' if qual else ''}{attr}", read, value))
+        fn = module.forward
+    func = getattr(fn, "__func__", fn)
+    code, namespace = getattr(func, "__code__", None), getattr(func, "__globals__", None)
+    if code is None or namespace is None:
+        return found
+    for name in code.co_names:
+        if name in namespace and _is_plain(namespace[name]):
+            found.append(PlainValue(f"global {name}", functools.partial(namespace.get, name, _MISSING), namespace[name]))
+    for name, cell in zip(code.co_freevars, func.__closure__ or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # not assigned yet
+            continue
+        if _is_plain(value):
+            found.append(PlainValue(f"closure variable {name}", functools.partial(_cell_value, cell), value))
+    return found
+
+
+def _cell_value(cell) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _MISSING
 
 
 def _difference(name: str, got: tuple, expected: tuple) -> str:
@@ -102,10 +177,11 @@ def _difference(name: str, got: tuple, expected: tuple) -> str:
 
 def build_guards(flat: Sequence[Any], spec: Any, names: Sequence[str], training: bool | None,
                  param_names: Sequence[str], params: Sequence[torch.Tensor], frozen: bool,
-                 constants: Sequence[torch.Tensor] = (), folded: bool = False) -> Guards:
+                 constants: Sequence[torch.Tensor] = (), folded: bool = False,
+                 values: Sequence[PlainValue] = ()) -> Guards:
     """Remember what this call looked like; ``folded``: the compiled code baked parameter values in."""
     snapshots = [t.detach().clone() for t in params] if folded else None
     return Guards(spec, [describe_input(v) for v in flat], list(names), torch.is_grad_enabled(), training,
                   [(id(t), t.data_ptr(), t.requires_grad, t._version if frozen else None) for t in params],
                   list(param_names),
-                  [(t, t._version) for t in constants], snapshots)
+                  [(t, t._version) for t in constants], snapshots, list(values))
