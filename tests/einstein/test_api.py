@@ -182,3 +182,19 @@ def test_numpy_views_without_copies_or_warnings():
         warnings.simplefilter("error")
         for equation, *operands in cases:
             np.testing.assert_allclose(einsum(equation, *operands), np.einsum(equation, *operands))
+
+
+@pytest.mark.filterwarnings("ignore:Dynamo detected a call to a `functools.lru_cache`")
+@pytest.mark.parametrize("equation, shapes", [
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),          # one bmm
+    ("ij,jk,kl->il", [(3, 4), (4, 5), (5, 2)]),        # a path search (optimal)
+    ("bii->bi", [(2, 3, 3)]),                          # one operand, a diagonal
+])
+def test_traced_by_torch_compile_without_a_graph_break(equation, shapes):
+    # regression: generator expressions in the planner (math.prod(... for ...)) broke fullgraph tracing
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    operands = [torch.randn(*shape) for shape in shapes]
+    compiled = torch.compile(lambda *ops: einsum(equation, *ops), fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(*operands), torch.einsum(equation, *operands))

@@ -91,7 +91,7 @@ def _hashable(optimize: Optimize) -> Any:
 
 
 def _common_dtype(tensors: Sequence[torch.Tensor]) -> torch.dtype:
-    return functools.reduce(torch.promote_types, (t.dtype for t in tensors))
+    return functools.reduce(torch.promote_types, [t.dtype for t in tensors])
 
 
 def _as_tensor(array: np.ndarray) -> torch.Tensor:
@@ -129,7 +129,8 @@ def einsum(*args: Any, optimize: Optimize = DEFAULT_OPTIMIZE) -> Any:
         if any(t.dtype != tensors[0].dtype for t in tensors):
             dtype = _common_dtype(tensors)
             tensors = [t.to(dtype) for t in tensors]
-    plan = cached_plan(equation, tuple(t.shape for t in tensors), _hashable(optimize))
+    # a list, not a generator: torch.compile (Dynamo) cannot pass a generator to the cached planner
+    plan = cached_plan(equation, tuple([t.shape for t in tensors]), _hashable(optimize))
     if tensors[0].dtype == torch.bool:  # no bool matmul: count in int64, then "any term true"
         out = run_plan(plan, [t.to(torch.int64) for t in tensors]) != 0
     else:

@@ -223,7 +223,7 @@ def plan_pair(a_labels: Sequence[str], a_shape: Sequence[int],
     right = tuple(l for l in b.labels if l not in a.labels)
 
     def prod(labels: Sequence[str]) -> int:
-        return math.prod(size[l] for l in labels)
+        return math.prod([size[l] for l in labels])
 
     nb, m, k, n = prod(batch), prod(left), prod(summed), prod(right)
     if not summed:

@@ -33,7 +33,7 @@ AUTO_OPTIMAL_MAX = 5
 
 
 def size_of(labels: frozenset[str] | Sequence[str], sizes: dict[str, int]) -> int:
-    return math.prod(sizes[l] for l in set(labels))
+    return math.prod([sizes[l] for l in set(labels)])
 
 
 def flop_count(labels: frozenset[str], inner: bool, num_terms: int, sizes: dict[str, int]) -> int:
