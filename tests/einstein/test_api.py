@@ -198,3 +198,31 @@ def test_traced_by_torch_compile_without_a_graph_break(equation, shapes):
     operands = [torch.randn(*shape) for shape in shapes]
     compiled = torch.compile(lambda *ops: einsum(equation, *ops), fullgraph=True, backend="eager")
     torch.testing.assert_close(compiled(*operands), torch.einsum(equation, *operands))
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32, np.uint64])
+def test_unsigned_numpy_arrays_wrap_around_like_numpy(dtype):
+    # regression: torch has no sum/matmul kernels for these dtypes (NotImplementedError before)
+    big = np.iinfo(dtype).max - 2
+    a = np.array([[big, 3], [5, big]], dtype=dtype)
+    for equation in ["ij,jk->ik", "ij->", "ij,ij->i", "ii->i"]:
+        operands = [a] * (equation.split("->")[0].count(",") + 1)
+        got, expected = einsum(equation, *operands), np.einsum(equation, *operands)
+        assert np.asarray(got).dtype == expected.dtype
+        np.testing.assert_array_equal(got, expected)
+    assert einsum("i,i", torch.tensor([60000, 7], dtype=torch.uint16), torch.tensor([2, 1], dtype=torch.uint16)) \
+        == (60000 * 2 + 7) % 2**16
+
+
+@pytest.mark.parametrize("operands", [
+    (np.array([1.0, 2.0], dtype=np.longdouble),),
+    (np.array([1, 2], dtype=object),),
+    (np.array(["a", "b"]),),
+    (None,),
+    (torch.ones(2), None),
+    (torch.ones(2), "ab"),
+])
+def test_operands_torch_cannot_hold_raise_einsum_error_naming_the_operand(operands):
+    equation = ",".join("i" for _ in operands)
+    with pytest.raises(EinsumError, match=f"operand {len(operands) - 1} "):
+        einsum(equation, *operands)

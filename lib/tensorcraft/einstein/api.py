@@ -4,10 +4,13 @@ The first call with a given equation and shapes parses, chooses a path and plans
 contraction (pure Python over shapes); later calls find the plan in a cache and pay only for
 the tensor operations, which is what keeps small einsums close to torch.einsum's C++ speed.
 
-Semantics are torch.einsum's, with three deliberate extensions where torch fails:
+Semantics are torch.einsum's, with deliberate extensions where torch fails:
 operands of different dtypes are promoted to a common dtype (as numpy does), integer
 results keep the operands' dtype (torch returns int64 after some sums and errors after
-others), and boolean operands work (sum of products read as OR of ANDs, as numpy does).
+others), boolean operands work (sum of products read as OR of ANDs, as numpy does),
+uint16/32/64 work (computed in int64, wrapping around as numpy's do), and numbers or
+lists may stand next to tensors (they become tensors). An operand torch cannot hold
+(None, a string, an object or long double array) raises EinsumError naming it.
 """
 from __future__ import annotations
 
@@ -105,10 +108,38 @@ def _as_tensor(array: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(array)
 
 
+# numpy dtypes that torch tensors can hold; numpy.einsum also takes object and long double arrays
+TORCH_HOLDS = frozenset(np.dtype(t) for t in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+    np.float16, np.float32, np.float64, np.complex64, np.complex128))
+# torch has no sum or matmul kernels for these: they are computed in int64 and cast back, which
+# wraps around exactly as numpy's unsigned arithmetic does
+COMPUTED_AS_INT64 = frozenset({torch.uint16, torch.uint32, torch.uint64})
+
+
+def _not_an_operand(n: int, operand: Any, why: str) -> EinsumError:
+    return EinsumError(f"einsum(): operand {n} ({type(operand).__name__}) {why}; pass a torch tensor, "
+                       f"a numpy array or a number")
+
+
 def _from_numpy(operands: Sequence[Any]) -> list[torch.Tensor]:
     arrays = [np.asarray(op) for op in operands]
+    for n, (operand, array) in enumerate(zip(operands, arrays)):
+        if array.dtype not in TORCH_HOLDS:
+            raise _not_an_operand(n, operand, f"has dtype {array.dtype}, which tensorcraft.einsum does not "
+                                  f"support (bool, integers, float16/32/64 and complex64/128 only)")
     dtype = np.result_type(*arrays)
     return [_as_tensor(a.astype(dtype, copy=False)) for a in arrays]
+
+
+def _to_tensor(n: int, operand: Any) -> torch.Tensor:
+    """A number (or a list of numbers) next to torch tensors becomes a tensor, as numpy would make an array."""
+    if isinstance(operand, torch.Tensor):
+        return operand
+    try:
+        return torch.as_tensor(operand)
+    except (TypeError, RuntimeError, ValueError) as error:
+        raise _not_an_operand(n, operand, f"cannot be made a tensor ({error})") from None
 
 
 def einsum(*args: Any, optimize: Optimize = DEFAULT_OPTIMIZE) -> Any:
@@ -125,14 +156,17 @@ def einsum(*args: Any, optimize: Optimize = DEFAULT_OPTIMIZE) -> Any:
     if numpy_out:
         tensors = _from_numpy(operands)
     else:
-        tensors = [op if isinstance(op, torch.Tensor) else torch.as_tensor(op) for op in operands]
+        tensors = [_to_tensor(n, op) for n, op in enumerate(operands)]
         if any(t.dtype != tensors[0].dtype for t in tensors):
             dtype = _common_dtype(tensors)
             tensors = [t.to(dtype) for t in tensors]
     # a list, not a generator: torch.compile (Dynamo) cannot pass a generator to the cached planner
     plan = cached_plan(equation, tuple([t.shape for t in tensors]), _hashable(optimize))
-    if tensors[0].dtype == torch.bool:  # no bool matmul: count in int64, then "any term true"
+    dtype = tensors[0].dtype
+    if dtype == torch.bool:  # no bool matmul: count in int64, then "any term true"
         out = run_plan(plan, [t.to(torch.int64) for t in tensors]) != 0
+    elif dtype in COMPUTED_AS_INT64:
+        out = run_plan(plan, [t.to(torch.int64) for t in tensors]).to(dtype)
     else:
         out = run_plan(plan, tensors)
     if numpy_out:
