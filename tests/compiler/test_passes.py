@@ -148,6 +148,18 @@ def test_decompositions_keep_the_meaning(op, rows, cols, dtype):
     torch.testing.assert_close(got, fn(x))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_layer_norm_and_softmax_stay_whole_and_match_eager(dtype):
+    """Eager accumulates these in float32; decomposed in 16 bits, x*x overflows near 1000."""
+    model = torch.nn.Sequential(torch.nn.LayerNorm(64), torch.nn.Softmax(-1)).to(dtype)
+    x = (torch.randn(4, 64) * 1000).to(dtype)
+    assert _calls(decompose(capture(model, (x,), module=model).graph)) == ["layer_norm", "softmax"]
+    compiled = tensorcraft.compile(model, backend="python")
+    with torch.no_grad():
+        compiled(x)
+        torch.testing.assert_close(compiled(x), model(x))
+
+
 def test_decompose_leaves_other_axes_alone():
     graph = decompose(capture(lambda x: x.softmax(0), (torch.randn(3, 4),)).graph)
     assert _calls(graph) == ["softmax"]

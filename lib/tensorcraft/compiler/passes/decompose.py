@@ -6,7 +6,10 @@
                         d = x - mean(x)  out = d * rsqrt(mean(d * d) + eps) * w + b
 
 This is what Inductor does first (its "decompositions"): fewer, simpler ops, so that a
-handful of kernels cover a softmax or a layer norm. Only last-axis forms are rewritten.
+handful of kernels cover a softmax or a layer norm. Only last-axis forms are rewritten, and
+only in float32 / float64: for float16 and bfloat16, eager accumulates in float32, while the
+decomposed ops would square and sum in 16 bits (a layer norm of values near 1000 overflows to
+inf and returns zeros), so those are left to torch.
 """
 from __future__ import annotations
 
@@ -35,6 +38,9 @@ class _Emitter:
         return node
 
 
+_FULL_PRECISION = (torch.float32, torch.float64)
+
+
 def _last_axis(node: Node, dim: Any) -> bool:
     rank = len(node.shape or ())
     return isinstance(dim, int) and rank > 0 and dim in (-1, rank - 1)
@@ -43,7 +49,8 @@ def _last_axis(node: Node, dim: Any) -> bool:
 def _softmax(graph: Graph, node: Node, log: bool) -> list[Node] | None:
     x, dim = node.args[0], _arg(node, 1, "dim")
     dtype = node.kwargs.get("dtype", node.args[2] if len(node.args) > 2 and not isinstance(node.args[2], int) else None)
-    if not isinstance(x, Node) or not _last_axis(x, dim) or dtype is not None or x.dtype != node.dtype:
+    if not isinstance(x, Node) or not _last_axis(x, dim) or dtype is not None or x.dtype != node.dtype \
+            or x.dtype not in _FULL_PRECISION:
         return None
     e = _Emitter(graph, x)
     m = e.call("amax", torch.amax, x, -1, reduced=True, keepdim=True)
@@ -61,7 +68,8 @@ def _softmax(graph: Graph, node: Node, log: bool) -> list[Node] | None:
 def _layer_norm(graph: Graph, node: Node) -> list[Node] | None:
     x, shape = node.args[0], _arg(node, 1, "normalized_shape")
     weight, bias, eps = _arg(node, 2, "weight"), _arg(node, 3, "bias"), _arg(node, 4, "eps", 1e-5)
-    if not isinstance(x, Node) or x.shape is None or len(tuple(shape)) != 1 or tuple(shape)[0] != x.shape[-1]:
+    if not isinstance(x, Node) or x.shape is None or len(tuple(shape)) != 1 or tuple(shape)[0] != x.shape[-1] \
+            or x.dtype not in _FULL_PRECISION:
         return None
     e = _Emitter(graph, x)
     mu = e.call("mean", torch.mean, x, -1, reduced=True, keepdim=True)
