@@ -102,6 +102,8 @@ class Guards:
 
 _MISSING = object()
 _PLAIN = (bool, int, float, complex, str, type(None), torch.dtype)
+# what every nn.Module keeps in its __dict__ (hook flags; `training` has its own guard): not the model's values
+_MODULE_BOOKKEEPING = frozenset(vars(torch.nn.Module()))
 
 
 @dataclass
@@ -135,7 +137,7 @@ def plain_values(fn: Callable, module: Any = None) -> list[PlainValue]:
         for qual, sub in module.named_modules():
             namespace = vars(sub)
             for attr, value in namespace.items():
-                if attr != "training" and _is_plain(value):  # training has its own guard
+                if attr not in _MODULE_BOOKKEEPING and _is_plain(value):
                     read = functools.partial(namespace.get, attr, _MISSING)
                     found.append(PlainValue(f"module attribute {qual + '.' if qual else ''}{attr}", read, value))
         fn = module.forward
