@@ -226,3 +226,13 @@ def test_operands_torch_cannot_hold_raise_einsum_error_naming_the_operand(operan
     equation = ",".join("i" for _ in operands)
     with pytest.raises(EinsumError, match=f"operand {len(operands) - 1} "):
         einsum(equation, *operands)
+
+
+def test_optimize_takes_numpy_einsum_paths_and_rejects_what_is_no_path():
+    operands = [np.random.rand(2, 3), np.random.rand(3, 4), np.random.rand(4, 5)]
+    numpy_path = np.einsum_path("ij,jk,kl", *operands, optimize="optimal")[0]  # ['einsum_path', (..), (..)]
+    np.testing.assert_allclose(einsum("ij,jk,kl", *operands, optimize=numpy_path), np.einsum("ij,jk,kl", *operands))
+    assert tensorcraft.contract_path("ij,jk,kl", *operands, optimize=numpy_path)[0] == list(map(tuple, numpy_path[1:]))
+    for bad in [3, {"path": 1}, ["einsum_path", "ab"], [(0, 1.5)]]:  # TypeError / ValueError before
+        with pytest.raises(EinsumError, match="optimize=.* is neither a strategy"):
+            einsum("ij,jk,kl", *operands, optimize=bad)

@@ -25,7 +25,7 @@ import torch
 
 from tensorcraft.einstein.lower import PairPlan, SinglePlan, plan_pair, plan_single, run_pair, run_single
 from tensorcraft.einstein.parse import EinsumError, Equation, parse_equation, split_arguments
-from tensorcraft.einstein.path import Optimize, Path, find_path
+from tensorcraft.einstein.path import Optimize, Path, checked_optimize, find_path
 
 DEFAULT_OPTIMIZE = "auto"  # exhaustive ('optimal') up to 5 operands, greedy beyond: the plan is cached, so search once
 
@@ -85,12 +85,6 @@ def run_plan(plan: Plan, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
         current = [t for p, t in enumerate(current) if p not in (i, j)]
         current.append(run_pair(step, a, b))
     return current[0]
-
-
-def _hashable(optimize: Optimize) -> Any:
-    if isinstance(optimize, (list, tuple)):
-        return tuple(tuple(step) for step in optimize)
-    return optimize
 
 
 def _common_dtype(tensors: Sequence[torch.Tensor]) -> torch.dtype:
@@ -161,7 +155,7 @@ def einsum(*args: Any, optimize: Optimize = DEFAULT_OPTIMIZE) -> Any:
             dtype = _common_dtype(tensors)
             tensors = [t.to(dtype) for t in tensors]
     # a list, not a generator: torch.compile (Dynamo) cannot pass a generator to the cached planner
-    plan = cached_plan(equation, tuple([t.shape for t in tensors]), _hashable(optimize))
+    plan = cached_plan(equation, tuple([t.shape for t in tensors]), checked_optimize(optimize))
     dtype = tensors[0].dtype
     if dtype == torch.bool:  # no bool matmul: count in int64, then "any term true"
         out = run_plan(plan, [t.to(torch.int64) for t in tensors]) != 0

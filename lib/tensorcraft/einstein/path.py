@@ -18,6 +18,7 @@ The "naive" cost is the same formula applied to all operands at once.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -152,11 +153,32 @@ def greedy_path(sets: Sequence[frozenset[str]], output: frozenset[str], sizes: d
     return path or [(0,)]
 
 
+def checked_optimize(optimize: Any) -> Union[str, bool, None, tuple[tuple[int, ...], ...]]:
+    """A strategy as it is, or a path as a tuple of tuples of ints (hashable, so plans can be cached).
+
+    numpy.einsum_path's format, ``['einsum_path', (0, 1), ...]``, is accepted too.
+    Anything else raises EinsumError saying what would be right.
+    """
+    if optimize is None or isinstance(optimize, (bool, str)):
+        return optimize
+    if isinstance(optimize, (list, tuple)):
+        steps = list(optimize)
+        if steps and isinstance(steps[0], str) and steps[0] == "einsum_path":
+            steps = steps[1:]
+        try:
+            return tuple(tuple(operator.index(p) for p in step) for step in steps)
+        except TypeError:
+            pass
+    raise EinsumError(f"einsum(): optimize={optimize!r} is neither a strategy {STRATEGIES}, True/False, nor a "
+                      f"path (a list of tuples of operand positions, like [(1, 2), (0, 1)])")
+
+
 def find_path(eq: Equation, optimize: Optimize = "auto") -> Path:
     """The path for an equation under a strategy: 'auto', 'optimal', 'greedy', False/None/'none', or a path.
 
     'auto' (and True) means 'optimal' up to AUTO_OPTIMAL_MAX operands and 'greedy' beyond.
     """
+    optimize = checked_optimize(optimize)
     sets = [frozenset(labels) for labels in eq.input_labels]
     output = frozenset(eq.output_labels)
     if optimize is True or optimize == "auto":
@@ -169,7 +191,7 @@ def find_path(eq: Equation, optimize: Optimize = "auto") -> Path:
         return greedy_path(sets, output, eq.sizes)
     if isinstance(optimize, str):
         raise EinsumError(f"contract_path: unknown optimize={optimize!r}; use one of {STRATEGIES} or a path")
-    path = [tuple(int(p) for p in step) for step in optimize]
+    path = list(optimize)
     walk(sets, path, output, eq.sizes)  # validates it
     return path
 
