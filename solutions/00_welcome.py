@@ -117,7 +117,8 @@ print("\nafter the check, torch.square works again:", torch.square(torch.tensor(
 # A graded cell runs the public check you see, then — at grading time only — the same check
 # with `hidden=True`: random cases drawn from a seed chosen when it runs, so an answer that
 # hard-codes the public cases fails. The seed is printed; setting the environment variable
-# `TENSORCRAFT_CHECK_SEED` replays exactly the same cases:
+# `TENSORCRAFT_CHECK_SEED` replays exactly the same cases. (While grading, the variable is
+# ignored, so that a notebook cannot choose its own hidden cases.)
 
 # %%
 from grader.checks.seed import SEED_VARIABLE

@@ -1,5 +1,11 @@
 """The seed of the hidden, randomized cases: chosen when the check runs, so no answer can be
-hard-coded; printed, and overridable with an environment variable to reproduce a grade."""
+hard-coded; printed, and overridable with an environment variable to reproduce a run.
+
+While the grader runs a notebook (``NBGRADER_EXECUTION=autograde``) the variable is ignored:
+the learner's own code runs in the same process and could set it, choose its hidden cases, and
+hard-code their answers. To replay a graded run, set the variable outside grading (in JupyterLab,
+or around a call to the check) to the seed printed in the feedback.
+"""
 from __future__ import annotations
 
 import os
@@ -8,10 +14,15 @@ import secrets
 SEED_VARIABLE = "TENSORCRAFT_CHECK_SEED"
 
 
+def grading() -> bool:
+    """True while `python -m grader autograde` (or nbgrader's autograde) runs the notebook."""
+    return os.environ.get("NBGRADER_EXECUTION") == "autograde"
+
+
 def hidden_seed() -> int:
-    """``$TENSORCRAFT_CHECK_SEED`` when set (to reproduce a run), else a fresh random seed."""
+    """``$TENSORCRAFT_CHECK_SEED`` when set (to reproduce a run) and not grading, else a fresh random seed."""
     text = os.environ.get(SEED_VARIABLE, "").strip()
-    if text:
+    if text and not grading():
         try:
             return int(text)
         except ValueError:

@@ -1,4 +1,6 @@
 """The in-notebook check machinery: tripwires, devices, seeds, comparison, mutant diagnosis."""
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -158,6 +160,17 @@ def test_hidden_cases_come_from_the_seed_and_the_variable_reproduces_them(monkey
     monkeypatch.setenv(SEED_VARIABLE, "not a number")
     with pytest.raises(ValueError, match=SEED_VARIABLE):
         nb00_welcome.check_outer(correct_outer, hidden=True)
+
+
+def test_while_grading_the_notebook_cannot_choose_its_hidden_seed(monkeypatch, capsys):
+    # a learner's cell that sets the variable would otherwise pick cases it has memorised
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    monkeypatch.setenv(SEED_VARIABLE, "777")
+    seeds = set()
+    for _ in range(3):
+        nb00_welcome.check_outer(correct_outer, hidden=True)
+        seeds.add(re.search(r"seed (\d+)", capsys.readouterr().out).group(1))
+    assert "777" not in seeds and len(seeds) > 1
 
 
 def test_hard_coded_public_answers_fail_the_hidden_check():
