@@ -236,3 +236,10 @@ def test_optimize_takes_numpy_einsum_paths_and_rejects_what_is_no_path():
     for bad in [3, {"path": 1}, ["einsum_path", "ab"], [(0, 1.5)]]:  # TypeError / ValueError before
         with pytest.raises(EinsumError, match="optimize=.* is neither a strategy"):
             einsum("ij,jk,kl", *operands, optimize=bad)
+
+
+def test_numbers_and_lists_next_to_tensors_go_to_the_tensors_device():
+    # the meta device stands in for a GPU here: a list must not be left on the CPU
+    got = einsum("i,i->i", torch.ones(2, device="meta"), [1.0, 2.0])
+    assert got.device.type == "meta" and got.shape == (2,)
+    torch.testing.assert_close(einsum("i,i->i", [1.0, 2.0], torch.ones(2)), torch.tensor([1.0, 2.0]))

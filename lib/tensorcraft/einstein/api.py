@@ -126,12 +126,13 @@ def _from_numpy(operands: Sequence[Any]) -> list[torch.Tensor]:
     return [_as_tensor(a.astype(dtype, copy=False)) for a in arrays]
 
 
-def _to_tensor(n: int, operand: Any) -> torch.Tensor:
-    """A number (or a list of numbers) next to torch tensors becomes a tensor, as numpy would make an array."""
+def _to_tensor(n: int, operand: Any, device: torch.device) -> torch.Tensor:
+    """A number (or a list of numbers) next to torch tensors becomes a tensor on their device,
+    as numpy would make it an array."""
     if isinstance(operand, torch.Tensor):
         return operand
     try:
-        return torch.as_tensor(operand)
+        return torch.as_tensor(operand, device=device)
     except (TypeError, RuntimeError, ValueError) as error:
         raise _not_an_operand(n, operand, f"cannot be made a tensor ({error})") from None
 
@@ -150,7 +151,8 @@ def einsum(*args: Any, optimize: Optimize = DEFAULT_OPTIMIZE) -> Any:
     if numpy_out:
         tensors = _from_numpy(operands)
     else:
-        tensors = [_to_tensor(n, op) for n, op in enumerate(operands)]
+        device = next(op.device for op in operands if isinstance(op, torch.Tensor))
+        tensors = [_to_tensor(n, op, device) for n, op in enumerate(operands)]
         if any(t.dtype != tensors[0].dtype for t in tensors):
             dtype = _common_dtype(tensors)
             tensors = [t.to(dtype) for t in tensors]
