@@ -8,8 +8,9 @@ raises ``AssertionError`` when anything failed, which is how nbgrader scores the
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -18,7 +19,7 @@ from .compare import describe, mismatch
 from .devices import clone, devices, to_device
 from .report import FAIL, PASS, PENDING, CheckReport, GroupOutcome
 from .seed import hidden_seed
-from .tripwire import ForbiddenCallError, captured_forbidden, tripwires
+from .tripwire import ForbiddenCallError, captured_forbidden, tripwire, tripwires
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,8 @@ class Exercise:
         def fail(detail: str, hint: str) -> GroupOutcome:
             return GroupOutcome(device, group.title, len(group.cases), FAIL, detail, hint)
 
-        captured = captured_forbidden(learner_fn, self.forbidden, exercise=self.name)
+        captured = captured_forbidden(learner_fn, self.forbidden, exercise=self.name,
+                                      also={self._reference_label: self.reference})
         if captured is not None:
             return fail(str(captured), self.hint)
 
@@ -98,7 +100,7 @@ class Exercise:
             where = f"case {number} of {len(group.cases)}" + (f" ({case.note})" if case.note else "")
             expected = self._expected(case, args)
             try:
-                with tripwires(self.forbidden, exercise=self.name):
+                with tripwires(self.forbidden, exercise=self.name), self._reference_out_of_reach():
                     got = self.call(learner_fn, *clone(args))
             except ForbiddenCallError as error:
                 return fail(f"{where}: {error}", self.hint)
@@ -118,6 +120,21 @@ class Exercise:
             if problem:
                 return fail(f"{where}: inputs {self._show(args)}: {problem}", self._diagnose(args, got))
         return GroupOutcome(device, group.title, len(group.cases), PASS)
+
+    @property
+    def _reference_label(self) -> str:
+        return f"the reference answer of check_{self.name}"
+
+    @contextlib.contextmanager
+    def _reference_out_of_reach(self) -> Iterator[None]:
+        """While the learner's code runs, this exercise's own ground truth is a tripwire too: the
+        checks module is importable from the notebook, and ``EXERCISE.reference(...)`` must not pass."""
+        reference = self.reference
+        self.reference = tripwire(self._reference_label, self.name)
+        try:
+            yield
+        finally:
+            self.reference = reference
 
     def _expected(self, case: Case, args: tuple) -> Any:
         """Ground truth from the reference; for an error case, proof that the reference fails too."""

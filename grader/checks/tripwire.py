@@ -37,12 +37,13 @@ def _resolve(path: str) -> tuple[Any, str]:
     raise ImportError(f"tripwire target {path!r}: no importable module in it")
 
 
-def _tripwire(path: str, exercise: str) -> Any:
+def tripwire(path: str, exercise: str) -> Any:
+    """A function that raises :class:`ForbiddenCallError` naming ``path`` when called."""
     def forbidden(*args: Any, **kwargs: Any) -> Any:
         raise ForbiddenCallError(
             f"your code called {path}, which the exercise '{exercise}' asks you to do without; "
             f"write it with the operations the exercise names instead")
-    forbidden.__name__ = f"tripwire_{path.replace('.', '_')}"
+    forbidden.__name__ = f"tripwire_{path.replace('.', '_').replace(' ', '_')}"
     forbidden.__tripwire__ = path  # type: ignore[attr-defined]
     return forbidden
 
@@ -56,7 +57,7 @@ def tripwires(paths: tuple[str, ...] | list[str], exercise: str = "this exercise
             owner, name = _resolve(path)
             had_own = name in vars(owner)
             saved.append((owner, name, vars(owner).get(name), had_own))
-            setattr(owner, name, _tripwire(path, exercise))
+            setattr(owner, name, tripwire(path, exercise))
         yield
     finally:
         for owner, name, original, had_own in reversed(saved):
@@ -105,11 +106,15 @@ def _reachable_values(fn: Callable[..., Any]) -> Iterator[tuple[str, Any]]:
 
 
 def captured_forbidden(fn: Callable[..., Any], paths: tuple[str, ...] | list[str],
-                       exercise: str = "this exercise") -> ForbiddenCallError | None:
-    """The error to report if ``fn`` holds a forbidden function under a name of its own, else None."""
-    if not paths:
+                       exercise: str = "this exercise",
+                       also: dict[str, Callable[..., Any]] | None = None) -> ForbiddenCallError | None:
+    """The error to report if ``fn`` holds a forbidden function under a name of its own, else None.
+
+    ``also`` names more forbidden function objects (e.g. the check's own reference) by a label.
+    """
+    originals = {id(value): label for label, value in (also or {}).items()}
+    if not paths and not originals:
         return None
-    originals = {}
     for path in paths:
         owner, name = _resolve(path)
         originals[id(getattr(owner, name))] = path

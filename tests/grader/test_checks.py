@@ -70,6 +70,27 @@ def test_a_forbidden_function_captured_before_the_check_is_caught(learner, capsy
     assert "your code uses torch.outer" in capsys.readouterr().out
 
 
+def _squares_reference(x):
+    return x * x
+
+
+SQUARES = Exercise(id="nb99_demo.squares", reference=_squares_reference, public=nb00_welcome.SQUARE.public,
+                   hidden=nb00_welcome.SQUARE.hidden, hint="x * x")
+
+
+def test_the_checks_own_reference_is_out_of_reach():
+    # a notebook can import the checks module; calling the exercise's ground truth must not pass
+    captured = SQUARES.reference
+    called = SQUARES.run(lambda x: SQUARES.reference(x), cuda_available=False)
+    held = SQUARES.run(lambda x: captured(x), cuda_available=False)
+    outer = OUTER.run(lambda a, b: OUTER.reference(a, b), cuda_available=False)   # torch.outer itself
+    assert called.failed and "your code called the reference answer of check_squares" in called.failed[0].detail
+    assert held.failed and "your code uses the reference answer of check_squares" in held.failed[0].detail
+    assert outer.failed and "your code called the reference answer of check_outer" in outer.failed[0].detail
+    assert SQUARES.reference is _squares_reference and OUTER.reference is torch.outer
+    assert SQUARES.run(lambda x: x * x, cuda_available=False).passed
+
+
 def test_names_that_merely_resemble_a_forbidden_one_are_allowed():
     outer = correct_outer  # a learner's own function may be called outer
     report = OUTER.run(lambda a, b: outer(a, b), cuda_available=False)
