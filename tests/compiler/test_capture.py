@@ -133,6 +133,20 @@ def test_inplace_ops_on_intermediates_become_functional():
     assert ops == ["mul", "relu", "index_put", "add", "sub", "relu"]
 
 
+def test_an_inplace_op_that_would_promote_is_refused_not_given_another_dtype():
+    def f(x):
+        y = x * 2
+        y.add_(x.double())  # y stays float32 (computed in float64, stored in float32); add(y, x64) is float64
+        return y
+    compiled = tensorcraft.compile(f, backend="python")
+    x = torch.randn(3)
+    for _ in range(2):
+        got = compiled(x)
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got, f(x))
+    assert "in-place op add_ on a torch.float32 tensor computes in torch.float64" in compiled.explain()
+
+
 def test_inplace_update_of_a_view_is_refused():
     def f(x):
         y = x * 2

@@ -129,6 +129,17 @@ def _user_location() -> str:
     return "<unknown>"
 
 
+def _result_dtype(fn: Callable, args: tuple, kwargs: dict) -> torch.dtype | None:
+    """The dtype ``fn(*args, **kwargs)`` would return, found on meta tensors (no data, no compute)."""
+    def to_meta(v):
+        return v.to("meta") if isinstance(v, torch.Tensor) else v
+    try:
+        out = fn(*pytree.tree_map(to_meta, args), **pytree.tree_map(to_meta, kwargs))
+    except Exception:  # noqa: BLE001  (an op without a meta kernel: cannot tell)
+        return None
+    return out.dtype if isinstance(out, torch.Tensor) else None
+
+
 class _Recorder(TorchFunctionMode):
     """Records each torch call made while active; stops recording (not running) at the first refusal."""
 
@@ -258,12 +269,14 @@ class _Recorder(TorchFunctionMode):
             if pure is None or not callable(pure):  # zero_, fill_, copy_, requires_grad_ ...
                 self.refuse(f"in-place op {name} has no functional form")
                 return func(*args, **kwargs)
+        if name != "setitem_":
+            promoted = _result_dtype(pure, args, pure_kwargs)
+            if promoted != target.dtype:  # x.add_(y64) stays float32; add(x, y64) would be float64
+                self.refuse(f"in-place op {name} on a {target.dtype} tensor computes in {promoted}: "
+                            "its functional form would change the dtype")
+                return func(*args, **kwargs)
         node_args, node_kwargs = self._to_nodes(tuple(args)), self._to_nodes(pure_kwargs)
-        before_dtype = target.dtype
         result = func(*args, **kwargs)
-        if name != "setitem_" and target.dtype != before_dtype:
-            self.refuse(f"in-place op {name} changed a dtype")
-            return result
         op = "index_put" if name == "setitem_" else name.rstrip("_")
         node = self.graph.add_like(target, "call", op, pure, node_args, node_kwargs, name=op)
         self.bind(target, node)
