@@ -78,6 +78,8 @@ def test_pack_unpack_match_einops_and_round_trip(case, mistake, backend):
     (lambda: unpack(np.zeros((2, 5)), [(2,), (4,)], "i *"), "does not split"),
     (lambda: unpack(np.zeros((2, 5, 1)), [(5,)], "i *"), "exactly 2 dimensions"),
     (lambda: pack([np.zeros((2, 3))], "_x *"), "underscore"),
+    (lambda: pack((t for t in [np.zeros((2, 3))]), "i *"), "expected a list of tensors, got generator"),
+    (lambda: unpack([[1, 2]], [(2,)], "i *"), "expected a numpy array or a torch tensor, got list"),
 ])
 def test_errors_say_what_is_wrong(call, fragment):
     with pytest.raises(EinopsError) as caught:

@@ -39,6 +39,8 @@ def star_layout(pattern: str, opname: str) -> tuple[int, int]:
 def pack(tensors: Sequence[Tensor], pattern: str) -> tuple[Tensor, list[tuple[int, ...]]]:
     """Pack tensors into one along ``*``; returns ``(packed, packed_shapes)``."""
     n_before, n_after = star_layout(pattern, "pack")
+    if not isinstance(tensors, Sequence) and not hasattr(tensors, "shape"):  # einops also iterates a tensor
+        raise EinopsError(f'pack(..., "{pattern}"): expected a list of tensors, got {type(tensors).__name__}')
     if len(tensors) == 0:
         raise EinopsError(f'pack(..., "{pattern}"): there are no tensors to pack')
     operations = operations_for(type(tensors[0]))
@@ -73,7 +75,10 @@ def _product(numbers) -> int:
 def unpack(tensor: Tensor, packed_shapes: Sequence[Sequence[int]], pattern: str) -> list[Tensor]:
     """Cut ``tensor`` along ``*`` into pieces with the given packed shapes (one may hold -1)."""
     n_before, n_after = star_layout(pattern, "unpack")
-    shape = tensor.shape
+    shape = getattr(tensor, "shape", None)
+    if shape is None:
+        raise EinopsError(f'unpack(x, ..., "{pattern}"): expected a numpy array or a torch tensor, '
+                          f"got {type(tensor).__name__}")
     written = [tuple(s) if hasattr(s, "__iter__") else s for s in packed_shapes]
     where = f'unpack(x, {written}, "{pattern}") on input of shape {tuple(shape)}'
     if len(shape) != n_before + 1 + n_after:
