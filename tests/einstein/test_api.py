@@ -243,3 +243,15 @@ def test_numbers_and_lists_next_to_tensors_go_to_the_tensors_device():
     got = einsum("i,i->i", torch.ones(2, device="meta"), [1.0, 2.0])
     assert got.device.type == "meta" and got.shape == (2,)
     torch.testing.assert_close(einsum("i,i->i", [1.0, 2.0], torch.ones(2)), torch.tensor([1.0, 2.0]))
+
+
+@pytest.mark.parametrize("equation", ["ij->ij", "ij", "...->...", "i...->i..."])
+def test_an_identity_returns_a_view_not_the_operand_itself(equation):
+    # regression: the input object itself came back (torch.einsum returns a new view with a grad_fn)
+    x = torch.randn(2, 3, requires_grad=True)
+    out, expected = einsum(equation, x), torch.einsum(equation, x)
+    assert out is not x and out.data_ptr() == x.data_ptr()
+    assert out.grad_fn is not None and expected.grad_fn is not None
+    a = np.ones((2, 3))
+    got = einsum(equation, a)
+    assert got is not a and np.shares_memory(got, a) == np.shares_memory(np.einsum(equation, a), a)

@@ -129,7 +129,7 @@ class SinglePlan:
     def __str__(self) -> str:
         steps = self.prep.describe() + ([f"permute {self.permute}"] if self.permute else [])
         return (f"{_show(self.prep.labels_in)} -> {_show(self.labels)}: "
-                + (" -> ".join(steps) if steps else "nothing to do (the operand is the result)"))
+                + (" -> ".join(steps) if steps else "nothing to do (the result is a view of the operand)"))
 
 
 def plan_single(labels: Sequence[str], shape: Sequence[int], output: Sequence[str]) -> SinglePlan:
@@ -138,8 +138,12 @@ def plan_single(labels: Sequence[str], shape: Sequence[int], output: Sequence[st
 
 
 def run_single(plan: SinglePlan, x: torch.Tensor) -> torch.Tensor:
-    x = run_preparation(plan.prep, x)
-    return x.permute(plan.permute) if plan.permute else x
+    out = run_preparation(plan.prep, x)
+    if plan.permute:
+        return out.permute(plan.permute)
+    # never the caller's own tensor object (as torch.einsum): requires_grad_(), hooks or a resize
+    # on the result must not reach the input; a view shares the memory, as torch's result does
+    return x.view_as(x) if out is x else out
 
 
 # --------------------------------------------------------------------------- two operands
