@@ -92,6 +92,22 @@ for wrong in mutants_for("nb00_welcome.square"):
     print(f"{wrong.name:18} → {wrong.hint}")
 
 # %% [markdown]
+# A check also fails a function that changes its input in place, even when the result is right:
+# the tools you rebuild return a new tensor and leave their inputs as they were. Augmented
+# assignments (`x *= x`) and methods ending in `_` (`x.mul_(x)`) change the caller's tensor:
+
+# %%
+def square_in_place(x):
+    x *= x
+    return x
+
+
+try:
+    check_square(square_in_place)
+except AssertionError as error:
+    print(f"\nAssertionError: {error}")
+
+# %% [markdown]
 # ## Forbidden functions: tripwires
 #
 # An exercise that rebuilds a tool forbids calling that tool. While a check runs your function,
@@ -214,8 +230,8 @@ if os.environ.get("NBGRADER_EXECUTION") != "autograde":
 # Write `outer(a, b)` for two 1-D tensors `a` (length n) and `b` (length m): the n × m tensor
 # with `result[i, j] = a[i] * b[j]`, of the inputs' dtype. Use broadcasting: indexing with
 # `None` adds an axis of length 1 (`a[:, None]` has shape (n, 1)), and multiplying tensors of
-# shapes (n, 1) and (1, m) repeats each along the other's axis. `torch.outer`, `torch.ger` and
-# `torch.einsum` are forbidden.
+# shapes (n, 1) and (1, m) repeats each along the other's axis. Leave `a` and `b` unchanged.
+# `torch.outer`, `torch.ger` and `torch.einsum` are forbidden.
 
 # %% nbgrader={"grade": false, "grade_id": "outer", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def outer(a, b):
@@ -247,8 +263,8 @@ check_outer(outer, hidden=True)
 # Write `normalize_rows(x)` for a 2-D tensor `x` of positive entries: each row divided by its own
 # sum, so that every row of the result sums to 1. `x.sum(dim=1)` adds up each row (it sums over
 # dimension 1, the column index); with `keepdim=True` the summed dimension stays, with length 1,
-# so that the sums broadcast against `x`.
-# `torch.nn.functional.normalize` is forbidden.
+# so that the sums broadcast against `x`. Return a new tensor and leave `x` unchanged (`x / s`,
+# not `x /= s`). `torch.nn.functional.normalize` is forbidden.
 
 # %% nbgrader={"grade": false, "grade_id": "normalize_rows", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def normalize_rows(x):

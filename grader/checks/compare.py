@@ -84,3 +84,25 @@ def _array_mismatch(expected: torch.Tensor | np.ndarray, got: Any) -> str | None
     where = tuple(int(i) for i in np.argwhere(~close)[0])
     return (f"values differ at {int((~close).sum())} of {close.size} positions; first at index {where}: "
             f"expected {e[where]!r}, got {g[where]!r} (tolerance rtol={rtol}, atol={atol})")
+
+
+def changed(before: Any, after: Any) -> str | None:
+    """None when ``after`` still equals ``before`` exactly; otherwise what changed. A check uses it
+    to catch a learner's function that edits its inputs in place (``x /= s``, ``x.unsqueeze_(0)``)."""
+    if isinstance(before, (torch.Tensor, np.ndarray)):
+        if tuple(after.shape) != tuple(before.shape):
+            return f"its shape changed from {tuple(before.shape)} to {tuple(after.shape)}"
+        if _dtype_name(after.dtype) != _dtype_name(before.dtype):
+            return f"its dtype changed from {_dtype_name(before.dtype)} to {_dtype_name(after.dtype)}"
+        if not np.array_equal(_as_numpy(before), _as_numpy(after), equal_nan=True):
+            return f"its values changed from {describe(before)} to {describe(after)}"
+        return None
+    if isinstance(before, (tuple, list)):
+        if len(after) != len(before):
+            return f"its length changed from {len(before)} to {len(after)}"
+        return next((f"item {i}: {c}" for i, (b, a) in enumerate(zip(before, after)) if (c := changed(b, a))), None)
+    if isinstance(before, dict):
+        if set(after) != set(before):
+            return f"its keys changed from {sorted(before)} to {sorted(after)}"
+        return next((f"key {k!r}: {c}" for k in before if (c := changed(before[k], after[k]))), None)
+    return None

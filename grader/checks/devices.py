@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 
@@ -40,10 +41,12 @@ def to_device(value, device: str):
 
 
 def clone(value):
-    """A deep copy of the tensors in ``value``, so that a learner who edits an input in place
-    cannot change the expected result or the next case."""
+    """A deep copy of the tensors and arrays in ``value``, so that a learner who edits an input
+    in place cannot change the expected result or the next case (and the check can see it)."""
     if isinstance(value, torch.Tensor):
         return value.clone()
+    if isinstance(value, np.ndarray):
+        return value.copy()
     if isinstance(value, tuple):
         return tuple(clone(v) for v in value)
     if isinstance(value, list):

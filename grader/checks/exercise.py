@@ -15,11 +15,15 @@ from typing import Any, Callable, Iterator
 import torch
 
 from ..mutants import mutants_for
-from .compare import describe, mismatch
+from .compare import changed, describe, mismatch
 from .devices import clone, devices, to_device
 from .report import FAIL, PASS, PENDING, CheckReport, GroupOutcome
 from .seed import hidden_seed
 from .tripwire import ForbiddenCallError, captured_forbidden, tripwire, tripwires
+
+
+IN_PLACE_HINT = ("return a new result and leave the inputs as they were, as the real tools do: "
+                 "write x / s, not x /= s; methods ending in _ (x.div_, x.unsqueeze_) change the caller's tensor")
 
 
 @dataclass(frozen=True)
@@ -99,9 +103,10 @@ class Exercise:
             args = to_device(case.args, device)
             where = f"case {number} of {len(group.cases)}" + (f" ({case.note})" if case.note else "")
             expected = self._expected(case, args)
+            inputs = clone(args)  # the learner's own copy; ``args`` stays as the case made it
             try:
                 with tripwires(self.forbidden, exercise=self.name), self._reference_out_of_reach():
-                    got = self.call(learner_fn, *clone(args))
+                    got = self.call(learner_fn, *inputs)
             except ForbiddenCallError as error:
                 return fail(f"{where}: {error}", self.hint)
             except NotImplementedError:
@@ -113,6 +118,10 @@ class Exercise:
                 hint = next((h for t, h in self.extra_hints.items() if isinstance(error, t)), self.hint)
                 wanted = f" (expected {case.raises.__name__})" if case.raises else ""
                 return fail(f"{where}: inputs {self._show(args)} raised {type(error).__name__}{wanted}: {error}", hint)
+            edited = next((f"argument {i}: {c}" for i, (a, b) in enumerate(zip(args, inputs), start=1)
+                           if (c := changed(a, b))), None)
+            if edited:
+                return fail(f"{where}: your function changed its input in place ({edited})", IN_PLACE_HINT)
             if case.raises is not None:
                 return fail(f"{where}: inputs {self._show(args)} must raise {case.raises.__name__}, "
                             f"but your function returned {describe(got)}", self.hint)

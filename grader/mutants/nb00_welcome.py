@@ -66,3 +66,10 @@ def normalize_by_total(x):
         "after normalisation every row must sum to 1, so divide by the row's sum")
 def normalize_by_max(x):
     return x / x.max(dim=1, keepdim=True).values
+
+
+@mutant("nb00_welcome.normalize_rows", hint="x /= s divides the caller's tensor in place; "
+        "return a new tensor instead: x / x.sum(dim=1, keepdim=True)")
+def normalize_in_place(x):
+    x /= x.sum(dim=1, keepdim=True)
+    return x

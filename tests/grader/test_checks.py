@@ -150,12 +150,14 @@ def test_not_implemented_and_crashes_are_reported_not_raised_through(capsys):
     assert "raised AttributeError" in capsys.readouterr().out
 
 
-def test_inputs_edited_in_place_do_not_change_the_expected_result():
+def test_inputs_edited_in_place_do_not_change_the_expected_result_and_fail_the_case():
     def outer_then_vandalise(a, b):
         result = correct_outer(a, b)
         a.zero_()
         return result
-    assert OUTER.run(outer_then_vandalise, cuda_available=False).passed
+    report = OUTER.run(outer_then_vandalise, cuda_available=False)
+    # every group fails on its first case, on the edit, not on a result compared with a zeroed input
+    assert len(report.failed) == 3 and all("changed its input in place" in o.detail for o in report.failed)
 
 
 @pytest.mark.parametrize("exercise", sorted(nb00_welcome.EXERCISES))
@@ -200,6 +202,31 @@ def test_hard_coded_public_answers_fail_the_hidden_check():
     memorised = lambda a, b: public[tuple(a.tolist()) + tuple(b.tolist())]
     assert OUTER.run(memorised, cuda_available=False).passed
     assert OUTER.run(memorised, hidden=True, seed=3, cuda_available=False).failed
+
+
+# ------------------------------------------------------------------ inputs edited in place
+
+def test_a_function_that_edits_its_input_in_place_fails_even_with_the_right_result():
+    def divides_in_place(x):
+        x /= x.sum(dim=1, keepdim=True)
+        return x
+    report = nb00_welcome.NORMALIZE_ROWS.run(divides_in_place, cuda_available=False)
+    assert report.failed and "changed its input in place (argument 1: its values changed" in report.failed[0].detail
+    grown = OUTER.run(lambda a, b: a.unsqueeze_(1) * b, cuda_available=False)
+    assert "argument 1: its shape changed from (3,) to (3, 1)" in grown.failed[0].detail
+    assert "leave the inputs as they were" in grown.failed[0].hint
+
+
+def test_numpy_inputs_are_copied_too_and_edits_are_seen():
+    exercise = Exercise(id="nb99_demo.double", reference=lambda a: a * 2, hint="a * 2",
+                        public=lambda: [Group("arrays", [Case((np.arange(3.0),)), Case((np.ones(2),))])],
+                        hidden=lambda g: [])
+    assert exercise.run(lambda a: a * 2, cuda_available=False).passed
+    def doubles_in_place(a):
+        a *= 2
+        return a
+    report = exercise.run(doubles_in_place, cuda_available=False)
+    assert "changed its input in place" in report.failed[0].detail
 
 
 # ------------------------------------------------------------------ comparison
