@@ -105,3 +105,16 @@ def test_ellipsis_layers_accept_any_rank():
     with pytest.raises(KeyError):
         einops_layers.Rearrange("a ... -> ... a")(x)
     assert Rearrange("a ... -> ... a")(x).shape == x.shape
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace")
+def test_jit_trace_follows_the_batch_size_without_tracer_warnings():
+    import warnings
+
+    ours = torch.nn.Sequential(Rearrange("b c h (w k) -> b (c h) w k", k=2), Reduce("b c w k -> b c", "max"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", torch.jit.TracerWarning)  # 20 of them before: one per shape check
+        traced = torch.jit.trace(ours, torch.randn(2, 3, 4, 6))
+    x = torch.randn(5, 3, 4, 8)
+    expected = einops.reduce(einops.rearrange(x, "b c h (w k) -> b (c h) w k", k=2), "b c w k -> b c", "max")
+    torch.testing.assert_close(traced(x), expected, rtol=0, atol=0)

@@ -6,6 +6,8 @@ no parameters: its ``state_dict`` is empty, like einops'.
 """
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from tensorcraft.einops.errors import EinopsError
@@ -26,6 +28,21 @@ def _check_pattern(layer: torch.nn.Module, operation, axes_lengths: dict) -> Non
         raise EinopsError(f"while building {layer!r}: {error}") from None
 
 
+def _run(x: torch.Tensor, pattern: str, operation, axes_lengths: dict) -> torch.Tensor:
+    """`transform`, quietly under torch.jit.trace.
+
+    While tracing, sizes are tensors, so that the traced reshapes follow the input's shape (a
+    traced model accepts another batch size, as einops' does). Our shape checks then read those
+    tensors as bools, which torch reports with a TracerWarning each; the checks only validate
+    the example input, so those warnings say nothing useful here.
+    """
+    if not torch.jit.is_tracing():
+        return transform(x, pattern, operation, axes_lengths)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        return transform(x, pattern, operation, axes_lengths)
+
+
 def _arguments(axes_lengths: dict) -> str:
     return "".join(f", {name}={length}" for name, length in axes_lengths.items())
 
@@ -40,7 +57,7 @@ class Rearrange(torch.nn.Module):
         _check_pattern(self, "rearrange", axes_lengths)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return transform(x, self.pattern, "rearrange", self.axes_lengths)
+        return _run(x, self.pattern, "rearrange", self.axes_lengths)
 
     def extra_repr(self) -> str:
         return repr(self.pattern) + _arguments(self.axes_lengths)
@@ -57,7 +74,7 @@ class Reduce(torch.nn.Module):
         _check_pattern(self, reduction, axes_lengths)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return transform(x, self.pattern, self.reduction, self.axes_lengths)
+        return _run(x, self.pattern, self.reduction, self.axes_lengths)
 
     def extra_repr(self) -> str:
         return f"{self.pattern!r}, {self.reduction!r}" + _arguments(self.axes_lengths)
