@@ -176,7 +176,8 @@ def test_cuda_integer_contractions(dtype):
 def test_numpy_views_without_copies_or_warnings():
     a = np.random.rand(3, 4)
     cases = [("ij->ji", a[::-1]), ("ij,j", np.broadcast_to(np.arange(4.0), (3, 4)), np.ones(4)),
-             ("ij,jk", a, np.asfortranarray(a.T)), ("i,i", [1, 2, 3], [4, 5, 6])]
+             ("ij,jk", a, np.asfortranarray(a.T)), ("i,i", [1, 2, 3], [4, 5, 6]),
+             ("i->", np.array([(1.0, 2), (3.0, 4)], dtype=[("x", "f8"), ("y", "i1")])["x"])]  # strides of 9 bytes
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")

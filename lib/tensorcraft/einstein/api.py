@@ -92,8 +92,9 @@ def _common_dtype(tensors: Sequence[torch.Tensor]) -> torch.dtype:
 
 
 def _as_tensor(array: np.ndarray) -> torch.Tensor:
-    """Share the array's memory (no copy) where torch can: not with negative strides."""
-    if any(s < 0 for s in array.strides):
+    """Share the array's memory (no copy) where torch can: not with negative strides, nor with
+    strides that are no multiple of the item size (a field of a structured array)."""
+    if any(s < 0 or s % array.itemsize for s in array.strides):
         array = np.ascontiguousarray(array)
     if not array.flags.writeable:  # e.g. np.broadcast_to; einsum never writes to its inputs
         with warnings.catch_warnings():
