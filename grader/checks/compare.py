@@ -83,7 +83,7 @@ def _array_mismatch(expected: torch.Tensor | np.ndarray, got: Any) -> str | None
         return None
     where = tuple(int(i) for i in np.argwhere(~close)[0])
     return (f"values differ at {int((~close).sum())} of {close.size} positions; first at index {where}: "
-            f"expected {e[where]!r}, got {g[where]!r} (tolerance rtol={rtol}, atol={atol})")
+            f"expected {e[where].item()!r}, got {g[where].item()!r} (tolerance rtol={rtol}, atol={atol})")
 
 
 def changed(before: Any, after: Any) -> str | None:
@@ -105,4 +105,28 @@ def changed(before: Any, after: Any) -> str | None:
         if set(after) != set(before):
             return f"its keys changed from {sorted(before)} to {sorted(after)}"
         return next((f"key {k!r}: {c}" for k in before if (c := changed(before[k], after[k]))), None)
+    return None
+
+
+def kind_hint(expected: Any, got: Any) -> str | None:
+    """A hint for a result of the wrong kind (type, dtype, device), whatever the exercise; None
+    when the kind is right and the values are what differ."""
+    if not isinstance(expected, (torch.Tensor, np.ndarray)):
+        return None
+    kind = "torch.Tensor" if isinstance(expected, torch.Tensor) else "numpy array"
+    if got is None:
+        return f"your function returned None: did you forget `return`? It must return a {kind}"
+    if isinstance(expected, torch.Tensor) and isinstance(got, np.ndarray):
+        return "return a torch.Tensor, not a numpy array: stay with torch operations (no .numpy(), no numpy functions)"
+    if isinstance(expected, np.ndarray) and isinstance(got, torch.Tensor):
+        return "return a numpy array, not a torch.Tensor: numpy arrays in, numpy arrays out"
+    if not isinstance(got, type(expected)):
+        return f"return a {kind}, not a {type(got).__name__}" + (" (.tolist() and .item() leave torch)"
+                                                                   if isinstance(got, (list, int, float)) else "")
+    if _dtype_name(got.dtype) != _dtype_name(expected.dtype):
+        return (f"the result must have dtype {_dtype_name(expected.dtype)}, as the real tool gives for these inputs: "
+                "look for conversions (.float(), .double(), .to(...)) and new tensors created without dtype=")
+    if isinstance(expected, torch.Tensor) and got.device.type != expected.device.type:
+        return ("the result must be on the inputs' device: create new tensors with device=x.device "
+                "and do not move the result with .cpu() or .cuda()")
     return None

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from ..mutants import mutants_for
-from .compare import changed, describe, mismatch
+from .compare import changed, describe, kind_hint, mismatch
 from .devices import clone, devices, to_device
 from .report import FAIL, PASS, PENDING, CheckReport, GroupOutcome
 from .seed import hidden_seed
@@ -127,7 +127,7 @@ class Exercise:
                             f"but your function returned {describe(got)}", self.hint)
             problem = mismatch(expected, got)
             if problem:
-                return fail(f"{where}: inputs {self._show(args)}: {problem}", self._diagnose(args, got))
+                return fail(f"{where}: inputs {self._show(args)}: {problem}", self._diagnose(args, expected, got))
         return GroupOutcome(device, group.title, len(group.cases), PASS)
 
     @property
@@ -156,8 +156,9 @@ class Exercise:
         raise RuntimeError(f"check_{self.name}: the case {case.note or case.args!r} expects "
                            f"{case.raises.__name__}, but the reference returned {describe(returned)}")
 
-    def _diagnose(self, args: tuple, got: Any) -> str:
-        """The hint of the first known mistake whose result equals the learner's, else the generic hint."""
+    def _diagnose(self, args: tuple, expected: Any, got: Any) -> str:
+        """The hint of the first known mistake whose result equals the learner's; else a hint about
+        the result's kind (type, dtype, device) when that is wrong; else the exercise's hint."""
         for wrong in mutants_for(self.id):
             try:
                 theirs = self.call(wrong.fn, *clone(args))
@@ -165,7 +166,7 @@ class Exercise:
                 continue
             if mismatch(theirs, got) is None:
                 return wrong.hint
-        return self.hint
+        return kind_hint(expected, got) or self.hint
 
     @staticmethod
     def _show(args: tuple) -> str:

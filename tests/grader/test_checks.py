@@ -247,6 +247,21 @@ def test_mismatch_names_shape_dtype_and_kind():
     assert "index (1,)" in mismatch(np.arange(3.0), np.array([0.0, 5.0, 2.0]))
 
 
+@pytest.mark.parametrize("returns, says", [
+    (lambda a, b: correct_outer(a, b).numpy(), "return a torch.Tensor, not a numpy array"),
+    (lambda a, b: correct_outer(a, b).tolist(), "return a torch.Tensor, not a list"),
+    (lambda a, b: None, "did you forget `return`?"),
+    (lambda a, b: correct_outer(a, b).half(), "the result must have dtype float32"),
+])
+def test_a_result_of_the_wrong_kind_gets_a_hint_about_its_kind(returns, says):
+    report = OUTER.run(returns, cuda_available=False)
+    assert says in report.failed[0].hint
+
+
+def test_values_that_differ_are_shown_as_plain_numbers():
+    assert "expected 2.0, got 5.0" in mismatch(np.arange(3.0), np.array([0.0, 1.0, 5.0]))
+
+
 # ------------------------------------------------------------------ error cases and pipelines (for later notebooks)
 
 def _parse_width(text):
