@@ -127,14 +127,14 @@ def _from_numpy(operands: Sequence[Any]) -> list[torch.Tensor]:
     return [_as_tensor(a.astype(dtype, copy=False)) for a in arrays]
 
 
-def _to_tensor(n: int, operand: Any, device: torch.device) -> torch.Tensor:
+def _to_tensor(operand: Any, operands: Sequence[Any]) -> torch.Tensor:
     """A number (or a list of numbers) next to torch tensors becomes a tensor on their device,
     as numpy would make it an array."""
-    if isinstance(operand, torch.Tensor):
-        return operand
+    device = next(op.device for op in operands if isinstance(op, torch.Tensor))
     try:
         return torch.as_tensor(operand, device=device)
     except (TypeError, RuntimeError, ValueError) as error:
+        n = next(n for n, op in enumerate(operands) if op is operand)
         raise _not_an_operand(n, operand, f"cannot be made a tensor ({error})") from None
 
 
@@ -152,13 +152,14 @@ def einsum(*args: Any, optimize: Optimize = DEFAULT_OPTIMIZE) -> Any:
     if numpy_out:
         tensors = _from_numpy(operands)
     else:
-        device = next(op.device for op in operands if isinstance(op, torch.Tensor))
-        tensors = [_to_tensor(n, op, device) for n, op in enumerate(operands)]
+        tensors = [op if isinstance(op, torch.Tensor) else _to_tensor(op, operands) for op in operands]
         if any(t.dtype != tensors[0].dtype for t in tensors):
             dtype = _common_dtype(tensors)
             tensors = [t.to(dtype) for t in tensors]
+    if not isinstance(optimize, str):  # a path becomes a tuple of tuples: the cache key must be hashable
+        optimize = checked_optimize(optimize)
     # a list, not a generator: torch.compile (Dynamo) cannot pass a generator to the cached planner
-    plan = cached_plan(equation, tuple([t.shape for t in tensors]), checked_optimize(optimize))
+    plan = cached_plan(equation, tuple([t.shape for t in tensors]), optimize)
     dtype = tensors[0].dtype
     if dtype == torch.bool:  # no bool matmul: count in int64, then "any term true"
         out = run_plan(plan, [t.to(torch.int64) for t in tensors]) != 0
