@@ -56,3 +56,89 @@ def test_graph_from_fx_keeps_the_meaning():
     params = dict(model.named_parameters())
     torch.testing.assert_close(interpret(graph, [x], params)[0], model(x))
     assert graph.count(op="einsum") == 2 and graph.count(op="linear") == 2  # nn.Linear stays a call_module
+
+
+def _bumped_in_place(a):
+    a += 1
+    return a * 2
+
+
+def _view_bumped_in_place(a):
+    b = a * 2
+    v = b.t()
+    b.add_(1)  # v sees it too
+    return v * 3
+
+
+def _bumped_through_contiguous(a):
+    b = a.contiguous()  # a itself when a is contiguous
+    b.mul_(2)
+    return b + 1
+
+
+def _promoted_in_place(a):
+    b = a * 2
+    b += a.double()  # stays float32
+    return b
+
+
+def _twice_random(a):
+    return a + torch.rand_like(a) - torch.rand_like(a) + torch.rand(a.shape)
+
+
+@pytest.mark.parametrize("fn, words", [(_bumped_in_place, "mutates an input"), (_twice_random, "randomness"),
+                                       (_view_bumped_in_place, "shares memory"),
+                                       (_bumped_through_contiguous, "shares memory"),
+                                       (_promoted_in_place, "would change the dtype")])
+def test_graphs_with_mutations_or_randomness_run_as_dynamo_gave_them(fn, words):
+    """Our passes assume pure ops: DCE would drop an unread add_, CSE merge two rand_like."""
+    runs = []
+
+    def backend(gm, example_inputs):
+        runs.append(tensorcraft.compiler.dynamo_backend(gm, example_inputs, backend="python"))
+        return runs[-1]
+    compiled = torch.compile(fn, backend=backend)
+    x = torch.randn(4, 3)
+    for _ in range(2):
+        mine, theirs = x.clone(), x.clone()
+        torch.manual_seed(0)
+        got = compiled(mine)
+        torch.manual_seed(0)
+        torch.testing.assert_close(got, fn(theirs))
+        torch.testing.assert_close(mine, theirs)  # the input was mutated as eager mutates it
+    assert runs and runs[0].compiled is None and words in runs[0].reason
+
+
+def _in_place_on_intermediates(a):
+    b = a * 2
+    b.relu_()
+    c = b.sum(-1)  # reads b before the next update
+    b[0] = 7.0
+    b += 1
+    return torch.nn.functional.relu(b - 3, inplace=True), c
+
+
+def test_in_place_ops_on_fresh_intermediates_become_functional_and_compile():
+    runs = []
+
+    def backend(gm, example_inputs):
+        runs.append(tensorcraft.compiler.dynamo_backend(gm, example_inputs, backend="python"))
+        return runs[-1]
+    compiled = torch.compile(_in_place_on_intermediates, backend=backend)
+    for _ in range(2):
+        x = torch.randn(4, 3)
+        torch.testing.assert_close(compiled(x), _in_place_on_intermediates(x))
+    assert len(runs) == 1 and runs[0].reason is None
+    ops = [n.op for n in runs[0].compiled.captured.nodes if n.kind == "call"]
+    assert ops == ["mul", "relu", "sum", "index_put", "add", "sub", "relu"]
+
+
+def test_batchnorm_in_training_mode_updates_its_statistics_once():
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+    twin = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+    twin.load_state_dict(model.state_dict())
+    compiled = torch.compile(model, backend=tensorcraft.compiler.dynamo_backend)
+    x = torch.randn(2, 3, 8, 8)
+    torch.testing.assert_close(compiled(x), twin(x))
+    torch.testing.assert_close(model[1].running_mean, twin[1].running_mean)
+    torch.testing.assert_close(model[1].num_batches_tracked, twin[1].num_batches_tracked)
