@@ -145,7 +145,8 @@ def einsum(*args: Any, optimize: Optimize = DEFAULT_OPTIMIZE) -> Any:
     Torch tensors (any device; autograd flows through) give a tensor; numpy arrays give a numpy
     array (a numpy scalar for a 0-d result, like numpy.einsum). `optimize` chooses the order of
     contractions: 'auto' (default), 'optimal', 'greedy', False/'none' (left to right) or a path.
-    Raises EinsumError (a ValueError and a RuntimeError) for an equation that does not fit.
+    Raises EinsumError (a ValueError and a RuntimeError) for an equation that does not fit,
+    an `optimize` that is no strategy or path, or an operand that is no tensor, array or number.
     """
     equation, operands = split_arguments(args)
     numpy_out = not any(isinstance(op, torch.Tensor) for op in operands)

@@ -192,11 +192,11 @@ class PairPlan:
         product = {"matmul": f"{'bmm' if len(self.a_matrix) == 3 else 'mm'} {self.a_matrix} @ {self.b_matrix}",
                    "dot": f"multiply {self.a_matrix} * {self.b_matrix}, sum the last dim",
                    "multiply": f"multiply {self.a_matrix} * {self.b_matrix} (nothing to sum)"}[self.kind]
-        order = {"matmul": "batch, left, sum", "dot": "batch, sum", "multiply": "batch, left, 1"}[self.kind]
+        a_order = {"matmul": "batch, left, sum", "dot": "batch, sum", "multiply": "batch, left, 1"}[self.kind]
+        b_order = {"matmul": "batch, sum, right", "dot": "batch, sum", "multiply": "batch, 1, right"}[self.kind]
         out = [f"contract {_show(self.a.labels_in)},{_show(self.b.labels_in)}->{_show(self.labels)}   ({groups})",
-               side("A", self.a, self.a_permute, self.a_matrix, self.a_reshape, order),
-               side("B", self.b, self.b_permute, self.b_matrix, self.b_reshape, order.replace("left", "right")
-                    .replace("batch, right, sum", "batch, sum, right").replace("batch, right, 1", "batch, 1, right")),
+               side("A", self.a, self.a_permute, self.a_matrix, self.a_reshape, a_order),
+               side("B", self.b, self.b_permute, self.b_matrix, self.b_reshape, b_order),
                f"  {product}" + (f" -> reshape {self.unflat}" if self.out_reshape else "")
                + (f" -> permute {self.out_permute}" if self.out_permute else "")]
         return "\n".join(out)
