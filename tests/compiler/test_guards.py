@@ -212,3 +212,19 @@ def test_globals_and_closure_variables_read_by_the_function_are_guarded():
     factor = 0.5
     torch.testing.assert_close(compiled(x), scaled(x))
     assert compiled.stats.recompiles == ["closure variable factor is 0.5, was 2.0"]
+
+
+def test_adding_or_removing_a_module_hook_recompiles():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    compiled = tensorcraft.compile(model, backend="python")
+    x = torch.randn(3, 4)
+    handle = model[0].register_forward_hook(lambda module, inputs, output: output * 2)
+    with torch.no_grad():
+        compiled(x)
+        torch.testing.assert_close(compiled(x), model(x))  # the hook's torch calls are in the graph
+        handle.remove()
+        torch.testing.assert_close(compiled(x), model(x))
+        model[1].register_forward_pre_hook(lambda module, inputs: (inputs[0] + 5,))
+        torch.testing.assert_close(compiled(x), model(x))
+    assert [why.split(" (")[0] for why in compiled.stats.recompiles] == [
+        "forward hooks of module 0", "forward pre hooks of module 1"]

@@ -9,8 +9,9 @@
     4. past `cache_limit` entries (8, as torch.compile), a new signature runs eagerly with a warning.
 
 Limits, by design of a capture that records torch calls (torch.compile reads bytecode instead):
-  * Python side effects other than torch calls (print, appending to a list) and module hooks are
-    seen by the capturing call only: later calls replay the graph without them.
+  * Python side effects other than torch calls (print, appending to a list) are seen by the
+    capturing call only: later calls replay the graph without them. Module hooks registered at
+    capture are part of the graph; adding or removing one recompiles (the guards list them).
   * Plain Python values read in forward are baked in. Guarded (a change recompiles): the module's
     plain attributes (``self.scale = 2.0``, ``bn.eps``) and the globals and closure variables the
     compiled function's own code names. Not guarded: globals read by helpers it calls.

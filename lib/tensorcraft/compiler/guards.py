@@ -129,10 +129,11 @@ def _same(a: Any, b: Any) -> bool:
 
 def plain_values(fn: Callable, module: Any = None) -> list[PlainValue]:
     """The plain Python values a capture may have baked in besides the arguments: every plain
-    attribute of the module and its submodules, and the globals and closure variables that the
-    top-level function's own code names. (Helpers it calls are not inspected: their globals are not
-    guarded.)"""
+    attribute of the module and its submodules, which hooks are registered, and the globals and
+    closure variables that the top-level function's own code names. (Helpers it calls are not
+    inspected: their globals are not guarded.)"""
     found: list[PlainValue] = []
+    hook_values: list[PlainValue] = []  # listed last: explain() names the first few values
     if module is not None:
         for qual, sub in module.named_modules():
             namespace = vars(sub)
@@ -140,11 +141,18 @@ def plain_values(fn: Callable, module: Any = None) -> list[PlainValue]:
                 if attr not in _MODULE_BOOKKEEPING and _is_plain(value):
                     read = functools.partial(namespace.get, attr, _MISSING)
                     found.append(PlainValue(f"module attribute {qual + '.' if qual else ''}{attr}", read, value))
+            for hooks in _HOOKS:  # a hook's torch calls are captured with the module's
+                read = functools.partial(_hook_ids, namespace, hooks)
+                hook_values.append(PlainValue(f"{hooks[1:].replace('_', ' ')} of module {qual or '(top)'} "
+                                              "(handle ids)", read, read()))
+        for hooks in _HOOKS:
+            read = functools.partial(_hook_ids, vars(torch.nn.modules.module), f"_global{hooks}")
+            hook_values.append(PlainValue(f"global module {hooks[1:].replace('_', ' ')} (handle ids)", read, read()))
         fn = module.forward
     func = getattr(fn, "__func__", fn)
     code, namespace = getattr(func, "__code__", None), getattr(func, "__globals__", None)
     if code is None or namespace is None:
-        return found
+        return found + hook_values
     for name in code.co_names:
         if name in namespace and _is_plain(namespace[name]):
             found.append(PlainValue(f"global {name}", functools.partial(namespace.get, name, _MISSING), namespace[name]))
@@ -155,7 +163,14 @@ def plain_values(fn: Callable, module: Any = None) -> list[PlainValue]:
             continue
         if _is_plain(value):
             found.append(PlainValue(f"closure variable {name}", functools.partial(_cell_value, cell), value))
-    return found
+    return found + hook_values
+
+
+_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def _hook_ids(namespace: dict, name: str) -> tuple:
+    return tuple(namespace.get(name, {}).keys())
 
 
 def _cell_value(cell) -> Any:
