@@ -75,7 +75,10 @@ def test_pack_unpack_match_einops_and_round_trip(case, mistake, backend):
     (lambda: pack([], "i *"), "no tensors"),
     (lambda: pack([np.zeros((2, 3)), np.zeros((3, 3))], "i *"), "differ outside"),
     (lambda: unpack(np.zeros((2, 5)), [(2,), (-1,), (-1,)], "i *"), "more than one"),
-    (lambda: unpack(np.zeros((2, 5)), [(2,), (4,)], "i *"), "does not split"),
+    (lambda: unpack(np.zeros((2, 5)), [(2,), (4,)], "i *"), "hold 2 + 4 = 6 positions along '*', but that axis has length 5"),
+    (lambda: unpack(np.zeros((2, 5)), [(2,), (2,)], "i *"), "hold 2 + 2 = 4 positions"),  # was reshape's "size 3"
+    (lambda: unpack(np.zeros((2, 5)), [(2, 3), (-1,)], "i *"), "hold 6 = 6 positions"),
+    (lambda: unpack(np.zeros((2, 5)), [(2,), (-1, 2)], "i *"), "does not split"),
     (lambda: unpack(np.zeros((2, 5, 1)), [(5,)], "i *"), "exactly 2 dimensions"),
     (lambda: pack([np.zeros((2, 3))], "_x *"), "underscore"),
     (lambda: pack((t for t in [np.zeros((2, 3))]), "i *"), "expected a list of tensors, got generator"),

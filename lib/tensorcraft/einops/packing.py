@@ -86,6 +86,10 @@ def unpack(tensor: Tensor, packed_shapes: Sequence[Sequence[int]], pattern: str)
     lengths = [-1 if -1 in packed else _product(packed) for packed in packed_shapes]
     if lengths.count(-1) > 1:
         raise EinopsError(f"{where}: more than one packed shape holds -1; at most one can be inferred")
+    total, known = shape[n_before], [length for length in lengths if length != -1]
+    if sum(known) > total or (len(known) == len(lengths) and sum(known) != total):
+        raise EinopsError(f"{where}: the packed shapes hold {' + '.join(map(str, known))} = {sum(known)} "
+                          f"positions along '*', but that axis has length {total}")
 
     # Cut positions along the packed axis; the piece with -1 (if any) takes what the others leave.
     cuts = [0] * len(lengths) + [shape[n_before]]
