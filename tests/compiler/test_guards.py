@@ -228,3 +228,56 @@ def test_adding_or_removing_a_module_hook_recompiles():
         torch.testing.assert_close(compiled(x), model(x))
     assert [why.split(" (")[0] for why in compiled.stats.recompiles] == [
         "forward hooks of module 0", "forward pre hooks of module 1"]
+
+
+def test_swapping_a_submodule_recompiles():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    compiled = tensorcraft.compile(model, backend="python")
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        compiled(x), compiled(x)
+        model[1] = torch.nn.Tanh()  # no parameters change, the code does
+        torch.testing.assert_close(compiled(x), model(x))
+    assert len(compiled.stats.recompiles) == 1
+    assert compiled.stats.recompiles[0].startswith("the module's submodules (names and ids) is ")
+
+
+W = torch.arange(16.0).reshape(4, 4)
+
+
+def _times_w_transposed(x):
+    return x @ W.t()  # W.t() is folded into a constant at compile time
+
+
+def test_globals_that_are_objects_are_guarded_by_identity_and_folded_constants_by_value():
+    global W
+    compiled = tensorcraft.compile(_times_w_transposed, backend="python")
+    x = torch.randn(3, 4)
+    original = W
+    try:
+        compiled(x), compiled(x)
+        W.data.mul_(2)  # no version bump: the folded W.t() would be stale
+        torch.testing.assert_close(compiled(x), _times_w_transposed(x))
+        W = torch.ones(4, 4)  # another object under the same name
+        torch.testing.assert_close(compiled(x), _times_w_transposed(x))
+    finally:
+        W = original
+    assert compiled.stats.recompiles == ["a captured constant tensor[4, 4] holds other values than when it was folded",
+                                         "global W now refers to another object"]
+
+
+def test_a_helper_function_rebound_recompiles():
+    compiled = tensorcraft.compile(lambda x: _helper(x) * 2, backend="python")
+    x = torch.randn(3)
+    global _helper
+    original = _helper
+    try:
+        compiled(x), compiled(x)
+        _helper = torch.cos
+        torch.testing.assert_close(compiled(x), torch.cos(x) * 2)
+    finally:
+        _helper = original
+
+
+def _helper(x):
+    return torch.sin(x)

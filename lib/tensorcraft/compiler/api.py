@@ -127,8 +127,10 @@ class Compiler:
             fetch = lambda m: (single(m),)  # noqa: E731  attrgetter returns a bare value for one name
         params = fetch(self.module) if fetch else ()
         compiled = compile_graph(graph, backend=self.backend, passes=self.passes, debug=self.debug)
+        folds = _folds_values(compiled)
         guards = build_guards(flat, spec, names, training, param_names, params, frozen, captured.constants,
-                              folded=frozen and _folds_parameters(compiled), values=plain_values(self.fn, self.module))
+                              folded=frozen and folds, folded_constants=folds,
+                              values=plain_values(self.fn, self.module))
         self.entries.append(Entry(guards, compiled, fetch=fetch, need_grad=need_grad))
         self.stats.compiles += 1
         return captured.result  # the capturing call ran eagerly: its answer is eager's
@@ -192,11 +194,11 @@ class Compiler:
         return None
 
 
-def _folds_parameters(compiled: CompiledGraph) -> bool:
-    """Did the passes bake values computed from parameters into the code (a constant capture did not have)?"""
+def _folds_values(compiled: CompiledGraph) -> bool:
+    """Did the passes bake in values computed at compile time (from constants, or from parameters in
+    a frozen graph)? Then the guards compare those tensors' values, not only their version counters."""
     captured = {id(n.target) for n in compiled.captured.nodes if n.kind == "constant"}
-    return bool(compiled.captured.params) and any(
-        n.kind == "constant" and id(n.target) not in captured for n in compiled.optimized.nodes)
+    return any(n.kind == "constant" and id(n.target) not in captured for n in compiled.optimized.nodes)
 
 
 class _Inspectable:

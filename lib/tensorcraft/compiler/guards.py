@@ -44,6 +44,7 @@ class Guards:
     constants: list[tuple[torch.Tensor, int]]   # baked tensors and the version they were baked at
     snapshots: list[torch.Tensor] | None = None  # copies of the module tensors, when some were folded
     values: list[PlainValue] = field(default_factory=list)  # Python values read besides the arguments
+    constant_snapshots: list[torch.Tensor] | None = None  # copies of the baked tensors, when some were folded
 
     def check(self, flat: Sequence[Any], spec: Any, training: bool | None,
               params: Sequence[torch.Tensor]) -> str | None:
@@ -73,10 +74,13 @@ class Guards:
         for tensor, version in self.constants:
             if tensor._version != version:
                 return f"a captured constant tensor{list(tensor.shape)} changed in place"
+        for tensor, copy in zip((t for t, _ in self.constants), self.constant_snapshots or ()):
+            if not torch.equal(tensor, copy):
+                return f"a captured constant tensor{list(tensor.shape)} holds other values than when it was folded"
         for value in self.values:
-            now = value.read()
-            if not _same(now, value.value):
-                return f"{value.name} is {now!r}, was {value.value!r}"
+            why = value.changed()
+            if why is not None:
+                return why
         return None
 
     def __str__(self) -> str:
@@ -112,6 +116,13 @@ class PlainValue:
     name: str                    # for messages: "module attribute bn.eps"
     read: Callable[[], Any]      # reads the current value (_MISSING when it is gone)
     value: Any                   # the value at capture
+    by_identity: bool = False    # objects (a tensor, a module, a helper function): the same object, not ==
+
+    def changed(self) -> str | None:
+        now = self.read()
+        if self.by_identity:
+            return None if now is self.value else f"{self.name} now refers to another object"
+        return None if _same(now, self.value) else f"{self.name} is {now!r}, was {self.value!r}"
 
 
 def _is_plain(value: Any) -> bool:
@@ -128,10 +139,10 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def plain_values(fn: Callable, module: Any = None) -> list[PlainValue]:
-    """The plain Python values a capture may have baked in besides the arguments: every plain
-    attribute of the module and its submodules, which hooks are registered, and the globals and
-    closure variables that the top-level function's own code names. (Helpers it calls are not
-    inspected: their globals are not guarded.)"""
+    """The Python values a capture may have baked in besides the arguments: every plain attribute
+    of the module and its submodules, which submodules and hooks it has, and the globals and
+    closure variables that the top-level function's own code names (plain values by value, other
+    objects by identity). Helpers it calls are not inspected: their globals are not guarded."""
     found: list[PlainValue] = []
     hook_values: list[PlainValue] = []  # listed last: explain() names the first few values
     if module is not None:
@@ -145,6 +156,8 @@ def plain_values(fn: Callable, module: Any = None) -> list[PlainValue]:
                 read = functools.partial(_hook_ids, namespace, hooks)
                 hook_values.append(PlainValue(f"{hooks[1:].replace('_', ' ')} of module {qual or '(top)'} "
                                               "(handle ids)", read, read()))
+        read = functools.partial(_submodule_ids, module)  # model[1] = nn.Tanh(): same parameters, other code
+        found.append(PlainValue("the module's submodules (names and ids)", read, read()))
         for hooks in _HOOKS:
             read = functools.partial(_hook_ids, vars(torch.nn.modules.module), f"_global{hooks}")
             hook_values.append(PlainValue(f"global module {hooks[1:].replace('_', ' ')} (handle ids)", read, read()))
@@ -154,15 +167,17 @@ def plain_values(fn: Callable, module: Any = None) -> list[PlainValue]:
     if code is None or namespace is None:
         return found + hook_values
     for name in code.co_names:
-        if name in namespace and _is_plain(namespace[name]):
-            found.append(PlainValue(f"global {name}", functools.partial(namespace.get, name, _MISSING), namespace[name]))
+        if name in namespace:  # plain values by value; tensors, modules, functions by identity
+            value = namespace[name]
+            found.append(PlainValue(f"global {name}", functools.partial(namespace.get, name, _MISSING), value,
+                                    by_identity=not _is_plain(value)))
     for name, cell in zip(code.co_freevars, func.__closure__ or ()):
         try:
             value = cell.cell_contents
         except ValueError:  # not assigned yet
             continue
-        if _is_plain(value):
-            found.append(PlainValue(f"closure variable {name}", functools.partial(_cell_value, cell), value))
+        found.append(PlainValue(f"closure variable {name}", functools.partial(_cell_value, cell), value,
+                                by_identity=not _is_plain(value)))
     return found + hook_values
 
 
@@ -171,6 +186,10 @@ _HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_
 
 def _hook_ids(namespace: dict, name: str) -> tuple:
     return tuple(namespace.get(name, {}).keys())
+
+
+def _submodule_ids(module: Any) -> tuple:
+    return tuple((qual, id(sub)) for qual, sub in module.named_modules())
 
 
 def _cell_value(cell) -> Any:
@@ -194,11 +213,13 @@ def _difference(name: str, got: tuple, expected: tuple) -> str:
 
 def build_guards(flat: Sequence[Any], spec: Any, names: Sequence[str], training: bool | None,
                  param_names: Sequence[str], params: Sequence[torch.Tensor], frozen: bool,
-                 constants: Sequence[torch.Tensor] = (), folded: bool = False,
+                 constants: Sequence[torch.Tensor] = (), folded: bool = False, folded_constants: bool = False,
                  values: Sequence[PlainValue] = ()) -> Guards:
-    """Remember what this call looked like; ``folded``: the compiled code baked parameter values in."""
+    """Remember what this call looked like. ``folded`` / ``folded_constants``: the compiled code baked
+    in values computed from the parameters / from the captured constants (their values are compared)."""
     snapshots = [t.detach().clone() for t in params] if folded else None
+    constant_snapshots = [t.detach().clone() for t in constants] if folded_constants else None
     return Guards(spec, [describe_input(v) for v in flat], list(names), torch.is_grad_enabled(), training,
                   [(id(t), t.data_ptr(), t.requires_grad, t._version if frozen else None) for t in params],
                   list(param_names),
-                  [(t, t._version) for t in constants], snapshots, list(values))
+                  [(t, t._version) for t in constants], snapshots, list(values), constant_snapshots)
