@@ -118,3 +118,11 @@ def test_jit_trace_follows_the_batch_size_without_tracer_warnings():
     x = torch.randn(5, 3, 4, 8)
     expected = einops.reduce(einops.rearrange(x, "b c h (w k) -> b (c h) w k", k=2), "b c w k -> b c", "max")
     torch.testing.assert_close(traced(x), expected, rtol=0, atol=0)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script")
+def test_jit_script_accepts_a_model_holding_the_layers():
+    # regression: scripting failed inside tensorcraft.einops.ops ("try blocks aren't supported")
+    ours, theirs = _model(our_layers), _model(einops_layers)
+    x = torch.randn(2, 3, 8, 8)
+    torch.testing.assert_close(torch.jit.script(ours)(x), theirs(x), rtol=0, atol=0)

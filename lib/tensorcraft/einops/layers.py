@@ -3,8 +3,13 @@
 A layer checks its pattern when it is built (as einops does: for every rank an ellipsis allows,
 up to 7 extra dimensions), so a typo fails at model construction, not at the first batch. It holds
 no parameters: its ``state_dict`` is empty, like einops'.
+
+Under ``torch.jit.trace`` and ``torch.compile`` a layer is recorded as its tensor operations.
+``torch.jit.script`` accepts a model holding these layers, but runs their ``forward`` as a Python
+call (it is ``@torch.jit.ignore``: our planning code is Python, not TorchScript), so that scripted
+model cannot be exported with ``torch.jit.save``; einops' own layers can.
 """
-from __future__ import annotations
+# no `from __future__ import annotations`: torch.jit.script reads forward's annotations as real types
 
 import warnings
 
@@ -50,12 +55,16 @@ def _arguments(axes_lengths: dict) -> str:
 class Rearrange(torch.nn.Module):
     """``Rearrange("b c h w -> b (c h w)")``: the layer form of `rearrange`."""
 
+    pattern: str
+    axes_lengths: dict[str, int]  # typed, so that torch.jit.script keeps it even when empty
+
     def __init__(self, pattern: str, **axes_lengths: int) -> None:
         super().__init__()
         self.pattern = pattern
         self.axes_lengths = axes_lengths
         _check_pattern(self, "rearrange", axes_lengths)
 
+    @torch.jit.ignore
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return _run(x, self.pattern, "rearrange", self.axes_lengths)
 
@@ -66,6 +75,10 @@ class Rearrange(torch.nn.Module):
 class Reduce(torch.nn.Module):
     """``Reduce("b c (h 2) (w 2) -> b c h w", "max")``: the layer form of `reduce`."""
 
+    pattern: str
+    reduction: str
+    axes_lengths: dict[str, int]
+
     def __init__(self, pattern: str, reduction: str, **axes_lengths: int) -> None:
         super().__init__()
         self.pattern = pattern
@@ -73,6 +86,7 @@ class Reduce(torch.nn.Module):
         self.axes_lengths = axes_lengths
         _check_pattern(self, reduction, axes_lengths)
 
+    @torch.jit.ignore
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return _run(x, self.pattern, self.reduction, self.axes_lengths)
 
