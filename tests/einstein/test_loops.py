@@ -58,3 +58,10 @@ def test_broadcast_dimension_is_read_at_index_zero():
 def test_sublist_format_and_zero_sized_dimensions():
     a, b = torch.randn(2, 0), torch.randn(0, 4)
     torch.testing.assert_close(einsum_loops(a, [0, 1], b, [1, 2], [0, 2]), torch.einsum("ij,jk->ik", a, b))
+
+
+def test_a_tensor_anywhere_gives_a_tensor_like_tensorcraft_einsum():
+    # regression: only the first operand was looked at, so a list first gave a numpy array
+    got = einsum_loops("i,i->i", [1.0, 2.0], torch.ones(2, dtype=torch.float64))
+    assert isinstance(got, torch.Tensor)
+    torch.testing.assert_close(got, torch.tensor([1.0, 2.0], dtype=torch.float64))

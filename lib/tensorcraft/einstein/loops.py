@@ -47,8 +47,8 @@ def einsum_loops(equation: str, *operands: Any) -> Any:
     """einsum by the definition, one multiply-add per point of the full index space.
 
     Accepts what `tensorcraft.einsum` accepts (equation and operands, or the sublist format);
-    numpy arrays in give a numpy array out (0-d for a scalar result), torch tensors in give
-    a tensor (no autograd) on the first operand's device.
+    numpy arrays in give a numpy array out (0-d for a scalar result); as soon as one operand is
+    a torch tensor, the result is a tensor (no autograd) on the first tensor's device.
     """
     text, operands = split_arguments((equation, *operands))
     arrays = [_to_numpy(op) for op in operands]
@@ -61,10 +61,11 @@ def einsum_loops(equation: str, *operands: Any) -> Any:
         for array, labels in zip(arrays, eq.input_labels):
             product = product * array[_element_index(labels, array.shape, value)]
         out[tuple(value[label] for label in eq.output_labels)] += product
-    if hasattr(operands[0], "detach"):
+    tensors = [op for op in operands if hasattr(op, "detach")]
+    if tensors:
         import torch
 
-        return torch.from_numpy(out).to(operands[0].device)
+        return torch.from_numpy(out).to(tensors[0].device)
     return out
 
 
