@@ -4,7 +4,8 @@ from pathlib import Path
 
 import nbformat
 
-from grader.course import NOTEBOOKS
+from grader.build import source_notebook
+from grader.course import NOTEBOOKS, SOLUTIONS
 
 CORRECT_OUTER = "return a[:, None] * b[None, :]"
 CORRECT_ROWS = "return x / x.sum(dim=1, keepdim=True)"
@@ -21,18 +22,33 @@ LEARNERS = {
     "rebinds": ("raise NotImplementedError()\n\n\ncheck_outer = lambda fn, hidden=False: None", CORRECT_ROWS),
     "memorises": "fixes the hidden seed and hard-codes the answers to the cases it draws",
 }
-# learner -> {grade_id: points}, what nbgrader must record
-EXPECTED = {
-    "correct": {"outer_tests": 2, "normalize_rows_tests": 2},
-    "wrong": {"outer_tests": 0, "normalize_rows_tests": 2},
-    "untouched": {"outer_tests": 0, "normalize_rows_tests": 0},
-    "raises": {"outer_tests": 0, "normalize_rows_tests": 2},
-    "loops": {"outer_tests": 0, "normalize_rows_tests": 2},       # the timeout interrupts, the kernel lives on
-    "kills": {"outer_tests": 0, "normalize_rows_tests": 0},       # the kernel is gone: later cells score 0
-    "cheats": {"outer_tests": 0, "normalize_rows_tests": 0},      # test cells are restored before running
-    "rebinds": {"outer_tests": 0, "normalize_rows_tests": 2},     # the hidden test imports the real check
-    "memorises": {"outer_tests": 0, "normalize_rows_tests": 2},   # grading ignores the seed it set
+# learner -> the test cells that must pass (full points); every other graded cell must score 0
+PASSING = {
+    "correct": {"outer_tests", "normalize_rows_tests"},
+    "wrong": {"normalize_rows_tests"},
+    "untouched": set(),
+    "raises": {"normalize_rows_tests"},
+    "loops": {"normalize_rows_tests"},         # the timeout interrupts, the kernel lives on
+    "kills": set(),                            # the kernel is gone: later cells score 0
+    "cheats": set(),                           # test cells are restored before running
+    "rebinds": {"normalize_rows_tests"},       # the hidden test imports the real check
+    "memorises": {"normalize_rows_tests"},     # grading ignores the seed it set
 }
+
+
+def solution_points(assignment: str = "00_welcome") -> dict[str, float]:
+    """grade_id -> points of each graded cell, as the solution declares them (so that a course
+    author who changes a point value changes no test)."""
+    notebook = source_notebook(SOLUTIONS / f"{assignment}.py")
+    return {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
+            for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")}
+
+
+POINTS = solution_points()
+MAX_SCORE = sum(POINTS.values())
+# learner -> {grade_id: points}, what nbgrader must record
+EXPECTED = {learner: {cell: points if cell in PASSING[learner] else 0 for cell, points in POINTS.items()}
+            for learner in LEARNERS}
 HIDDEN_SOURCE = ("BEGIN HIDDEN TESTS", "check_outer(outer, hidden=True)",
                  "check_normalize_rows(normalize_rows, hidden=True)", "the grader's own")
 

@@ -1,10 +1,16 @@
 """python -m grader build: solutions/ -> nbgrader source -> the committed learner notebooks."""
+import importlib.util
 import json
+from pathlib import Path
 
 import nbformat
 
 from grader.build import solution_files, source_notebook
 from grader.course import NOTEBOOKS, SOLUTIONS
+
+_spec = importlib.util.spec_from_file_location("fake_class", Path(__file__).with_name("fake_class.py"))
+fake_class = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fake_class)
 
 
 def test_committed_notebooks_are_what_build_produces(built_course):
@@ -39,8 +45,9 @@ def test_release_has_stubs_no_solutions_no_hidden_tests_no_outputs(built_course)
     assert solution_cells and all("raise NotImplementedError()" in c.source for c in solution_cells)
     assert all(not c.get("outputs") and c.get("execution_count") is None
                for c in release.cells if c.cell_type == "code")
-    points = [c.metadata["nbgrader"]["points"] for c in release.cells if c.metadata.get("nbgrader", {}).get("grade")]
-    assert points == [2, 2]
+    points = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
+              for c in release.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    assert points and points == fake_class.solution_points()
 
 
 def test_build_registers_the_assignment_in_the_gradebook(built_course):
@@ -50,7 +57,7 @@ def test_build_registers_the_assignment_in_the_gradebook(built_course):
     put_python_scripts_on_path()
     with Gradebook(course.db_url) as gradebook:
         assignment = gradebook.find_assignment("00_welcome")
-        assert assignment.max_score == 4
+        assert assignment.max_score == sum(fake_class.solution_points().values())
 
 
 def test_a_rebuild_never_overwrites_an_edited_learner_notebook(built_course, tmp_path, capsys):
