@@ -244,3 +244,31 @@ def test_each_stage_of_the_pipeline_can_be_replaced():
     compiled = compile_graph(capture(f, (x,)).graph, backend="python", passes=[my_dce, "fusion"], planner=no_reuse)
     torch.testing.assert_close(compiled([x], {})[0], f(x))
     assert calls == ["dce", "planner"] and "_slot" not in compiled.code.source
+
+
+class _ReturnsFoldable(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        y = (x * 2).exp()
+        return x * self.w, self.w * 2, torch.zeros(3), torch.arange(6.0).view(2, 3), y, (x * 2).exp()
+
+
+@pytest.mark.parametrize("backend", ["python", "c"])
+def test_returned_tensors_belong_to_the_caller(backend):
+    """Updating a result in place changes neither another result nor what the next call returns
+    (a folded constant, or one tensor for two equal outputs, would be shared)."""
+    model = _ReturnsFoldable().eval()
+    compiled = tensorcraft.compile(model, backend=backend)
+    x = torch.randn(3)
+    with torch.no_grad():
+        compiled(x)
+        for _ in range(2):
+            outs = compiled(x)
+            for got, want in zip(outs, model(x)):
+                torch.testing.assert_close(got, want)
+            assert outs[4] is not outs[5]
+            for out in outs[1:]:
+                out.add_(100)

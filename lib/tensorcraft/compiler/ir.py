@@ -209,6 +209,18 @@ class Graph:
         p.text(str(self))
 
 
+def returned_storages(graph: Graph) -> set[str]:
+    """Names of the nodes whose memory the caller receives: the outputs and what they are views of."""
+    by_name = {n.name: n for n in graph.nodes}
+    returned: set[str] = set()
+    for out in graph.output.inputs:
+        name = out.name
+        while name in by_name and name not in returned:
+            returned.add(name)
+            name = by_name[name].attrs.get("aliases")
+    return returned
+
+
 def tensor_meta(value: Any) -> dict:
     if isinstance(value, torch.Tensor):
         return {"shape": tuple(value.shape), "dtype": value.dtype, "device": value.device}

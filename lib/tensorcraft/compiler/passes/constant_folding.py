@@ -5,6 +5,10 @@ too, so ``self.weight.t()`` or ``torch.arange(n) * scale`` become tensors baked 
 The guards then check the parameters' version counters: an optimizer step or load_state_dict
 invalidates the entry instead of silently using stale values. fx's counterpart:
 ``torch.fx.experimental.const_fold.split_const_subgraphs``.
+
+A value returned to the caller (or a view of it) is never folded: eager hands out a fresh tensor
+at every call, and a folded one would be the same tensor every time, so a caller that updates
+its result in place (``out.add_(1)``) would change what the next call returns.
 """
 from __future__ import annotations
 
@@ -12,15 +16,18 @@ from typing import Any
 
 import torch
 
-from ..ir import Graph, Node, map_args
+from ..ir import Graph, Node, map_args, returned_storages
 
 
 def fold_constants(graph: Graph) -> Graph:
     graph = graph.copy()
     known: dict[Node, Any] = {}
+    returned = returned_storages(graph)
     new_nodes: list[Node] = []
     for node in graph.nodes:
-        if node.kind == "constant":
+        if node.name in returned and node.kind == "call":
+            pass  # computed at every call: the caller gets a fresh tensor, as from eager
+        elif node.kind == "constant":
             known[node] = node.target
         elif node.kind == "param" and graph.frozen:
             known[node] = node.attrs["value"]

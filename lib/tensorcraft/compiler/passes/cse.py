@@ -2,14 +2,16 @@
 
 Two call nodes are the same when their target and their arguments are the same (earlier nodes
 by identity, everything else by value). Capture refuses impure calls (randomness, in-place
-updates), so merging never changes the result. fx's counterpart:
+updates), so merging never changes the result. Two values that are both returned stay apart:
+eager gives the caller two tensors, and one updated in place must not change the other.
+fx's counterpart:
 ``torch.fx.passes.dialect.common.cse_pass.CSEPass``.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from ..ir import Graph, Node
+from ..ir import Graph, Node, returned_storages
 
 
 def _key(value: Any) -> Any:
@@ -30,6 +32,7 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
     graph = graph.copy()
     seen: dict[Any, Node] = {}
     kept: list[Node] = []
+    returned = returned_storages(graph)
     for node in graph.nodes:
         if node.kind == "call":
             try:
@@ -40,13 +43,15 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
             key = ("constant", id(node.target))
         else:
             key = None
-        if key is not None and key in seen:
+        if key is not None and key in seen and not (node.name in returned and seen[key].name in returned):
+            if node.name in returned:  # the survivor is returned now
+                returned.add(seen[key].name)
             graph.replace_all_uses(node, seen[key])
             for other in graph.nodes:  # views of the duplicate now look into the survivor
                 if other.attrs.get("aliases") == node.name:
                     other.attrs["aliases"] = seen[key].name
             continue
-        if key is not None:
+        if key is not None and key not in seen:
             seen[key] = node
         kept.append(node)
     graph.nodes = kept
