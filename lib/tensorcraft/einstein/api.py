@@ -27,7 +27,7 @@ from tensorcraft.einstein.lower import PairPlan, SinglePlan, plan_pair, plan_sin
 from tensorcraft.einstein.parse import EinsumError, Equation, parse_equation, split_arguments
 from tensorcraft.einstein.path import Optimize, Path, checked_optimize, find_path
 
-DEFAULT_OPTIMIZE = "auto"  # exhaustive ('optimal') up to 5 operands, greedy beyond: the plan is cached, so search once
+DEFAULT_OPTIMIZE = "auto"  # exhaustive ('optimal') up to 6 operands, greedy beyond: the plan is cached, so search once
 
 
 @dataclass(frozen=True)
