@@ -9,6 +9,7 @@ learner notebook is what a fresh build produces.
 from __future__ import annotations
 
 import importlib
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -52,7 +53,8 @@ def check_mutants(assignment: str, verdict: NotebookVerdict) -> None:
         _check_stub_fails_cleanly(exercise, verdict)
         mutants = mutants_for(exercise.id)
         if not mutants:
-            verdict.problems.append(f"exercise {exercise.id} has no mutants in grader/mutants/nb{assignment}.py")
+            verdict.problems.append(f"exercise {exercise.id} has no mutants in grader/mutants/nb{assignment}.py: "
+                                    f"add at least one @mutant({exercise.id!r}, hint=...), a plausible wrong answer")
         for wrong in mutants:
             verdict.mutants_total += 1
             public = exercise.run(wrong.fn)
@@ -60,7 +62,26 @@ def check_mutants(assignment: str, verdict: NotebookVerdict) -> None:
             if public.failed or hidden.failed:
                 verdict.mutants_rejected += 1
             else:
-                verdict.problems.append(f"mutant {wrong.name} of {exercise.id} passes its checks")
+                verdict.problems.append(f"mutant {wrong.name} of {exercise.id} passes its checks: add a case on "
+                                        "which it differs from the reference, or remove it if it is not wrong")
+
+
+CHECK_CALL = re.compile(r"\bcheck_(\w+)\(")
+
+
+def check_exercises_listed(course: Course, assignment: str, verdict: NotebookVerdict) -> None:
+    """Every check_<name> a graded cell calls must be in EXERCISES, or its mutants never run."""
+    try:
+        listed = set(checks_module(assignment).EXERCISES)
+    except (ModuleNotFoundError, AttributeError):
+        return  # check_mutants reports it
+    notebook = nbformat.read(course.source(assignment), as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
+            for name in sorted(set(CHECK_CALL.findall(cell.source)) - listed):
+                verdict.problems.append(
+                    f"test cell {cell.metadata['nbgrader']['grade_id']} calls check_{name}, but "
+                    f"grader.checks.nb{assignment}.EXERCISES has no {name!r}: its mutants are never tried")
 
 
 def _stub(*args, **kwargs):
@@ -127,6 +148,7 @@ def check_notebook(course: Course, assignment: str, workspace: Path, timeout: in
     if verdict.points == 0:
         verdict.problems.append("the notebook has no graded points")
     check_mutants(assignment, verdict)
+    check_exercises_listed(course, assignment, verdict)
     committed = NOTEBOOKS / f"{assignment}.ipynb"
     fresh = workspace / "notebooks" / f"{assignment}.ipynb"
     if not committed.exists() or committed.read_bytes() != fresh.read_bytes():

@@ -62,3 +62,17 @@ def test_a_mutant_that_passes_the_checks_fails_the_check(monkeypatch):
         REGISTRY.pop("nb99_fake.weak", None)
     assert (verdict.mutants_rejected, verdict.mutants_total) == (1, 2)
     assert any("passes its checks" in p for p in verdict.problems)
+
+
+def test_a_graded_cell_calling_a_check_missing_from_exercises_fails_the_check(built_course, monkeypatch):
+    course, _ = built_course
+    only_outer = types.SimpleNamespace(EXERCISES={"outer": nb00_welcome.OUTER})
+    monkeypatch.setattr(selfcheck, "checks_module", lambda assignment: only_outer)
+    verdict = selfcheck.NotebookVerdict("00_welcome")
+    selfcheck.check_exercises_listed(course, "00_welcome", verdict)
+    assert verdict.problems == ["test cell normalize_rows_tests calls check_normalize_rows, but "
+                                "grader.checks.nb00_welcome.EXERCISES has no 'normalize_rows': its mutants are never tried"]
+    monkeypatch.undo()
+    listed = selfcheck.NotebookVerdict("00_welcome")
+    selfcheck.check_exercises_listed(course, "00_welcome", listed)
+    assert listed.problems == []
