@@ -222,6 +222,7 @@ def test_unsigned_numpy_arrays_wrap_around_like_numpy(dtype):
     (None,),
     (torch.ones(2), None),
     (torch.ones(2), "ab"),
+    ([1.0, 2.0], [1.0, [2.0]]),  # ragged: numpy's own ValueError before
 ])
 def test_operands_torch_cannot_hold_raise_einsum_error_naming_the_operand(operands):
     equation = ",".join("i" for _ in operands)

@@ -117,8 +117,15 @@ def _not_an_operand(n: int, operand: Any, why: str) -> EinsumError:
                        f"a numpy array or a number")
 
 
+def _as_array(n: int, operand: Any) -> np.ndarray:
+    try:
+        return np.asarray(operand)
+    except (TypeError, ValueError) as error:  # e.g. a ragged list
+        raise _not_an_operand(n, operand, f"cannot be made an array ({error})") from None
+
+
 def _from_numpy(operands: Sequence[Any]) -> list[torch.Tensor]:
-    arrays = [np.asarray(op) for op in operands]
+    arrays = [_as_array(n, op) for n, op in enumerate(operands)]
     for n, (operand, array) in enumerate(zip(operands, arrays)):
         if array.dtype not in TORCH_HOLDS:
             raise _not_an_operand(n, operand, f"has dtype {array.dtype}, which tensorcraft.einsum does not "
