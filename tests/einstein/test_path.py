@@ -118,3 +118,10 @@ def test_auto_searches_six_operands_exhaustively_like_opt_einsums_auto(case):
     ours = contract_path(case.equation, *case.shapes)[1].opt_cost
     assert ours == contract_path(case.equation, *case.shapes, optimize="optimal")[1].opt_cost
     assert ours <= int(opt_einsum_info(eq, "auto").opt_cost)
+
+
+@pytest.mark.parametrize("shapes", [(5, (2, 3)), ([[1, 2]], [[1], [2]]), ((2, "x"), (2, 3))])
+def test_shapes_that_are_no_shapes_are_an_einsum_error(shapes):
+    # regression: TypeError ('int' object is not iterable) or ValueError from int()
+    with pytest.raises(EinsumError, match="shape"):
+        contract_path("ij,jk", *shapes)

@@ -158,7 +158,10 @@ def _broadcast(sizes: dict[str, int], seen_in: dict[str, int], label: str, size:
 def bind(equation: str, terms: tuple[Term, ...], output: Term | None,
          shapes: Sequence[Sequence[int]]) -> Equation:
     """Check the terms against the operands' shapes and label every dimension."""
-    shapes = tuple(tuple(int(d) for d in shape) for shape in shapes)
+    try:
+        shapes = tuple(tuple(int(d) for d in shape) for shape in shapes)
+    except (TypeError, ValueError):
+        raise EinsumError(f"einsum(): shapes must be sequences of integers, got {list(shapes)!r}") from None
     if len(shapes) == 0:
         raise EinsumError("einsum(): no operands were given; pass at least one tensor after the equation")
     if len(terms) != len(shapes):

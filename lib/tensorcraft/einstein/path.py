@@ -263,7 +263,11 @@ def contract_path(equation: str, *shapes: Any, optimize: Optimize = "auto") -> t
     optimize: 'auto' (the default: 'optimal' up to 6 operands, else 'greedy'), 'optimal'
     (exhaustive), 'greedy', False / None / 'none' (left to right), or an explicit path to cost. Returns (path, info) like opt_einsum.contract_path.
     """
-    shapes = [tuple(s.shape) if hasattr(s, "shape") else tuple(s) for s in shapes]
+    try:
+        shapes = [tuple(s.shape) if hasattr(s, "shape") else tuple(s) for s in shapes]
+    except TypeError:
+        raise EinsumError(f"contract_path: give one shape (a tuple of ints) or array per operand, "
+                          f"got {shapes!r}") from None
     eq = parse_equation(equation, shapes)
     path = find_path(eq, optimize)
     return path, path_info(eq, path)
