@@ -5,8 +5,9 @@ Per submission: the parent copies it into the course directory (nbgrader's
 executes it (``execute.execute_submission``, reading the gradebook only); the parent writes the
 autograded notebook, saves its scores (nbgrader's SaveAutoGrades: the one writer of the SQLite
 gradebook), then records the submission as done. A rerun skips every submission recorded as done
-whose file and whose assignment's source (its tests) have not changed since, so a run killed half-way resumes where it stopped and loses
-nothing it had finished. Afterwards: the CSV of scores and the feedback HTML.
+whose file and whose assignment's source (its tests) have not changed since, so a run killed
+half-way resumes where it stopped and loses nothing it had finished. Afterwards: the CSV of scores
+and the feedback HTML.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from nbgrader.api import Gradebook
 from nbgrader.preprocessors import SaveAutoGrades
 from tqdm import tqdm
 
-from .course import Course, put_python_scripts_on_path
+from .course import DEFAULT_COURSE, Course, put_python_scripts_on_path
 from .execute import Executed, execute_submission
 from .export import write_csv
 from .feedback import feedback_exporter, stale_feedback, write_feedback
@@ -129,7 +130,8 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
     put_python_scripts_on_path()
     assignments = course.assignments()
     if not assignments:
-        raise FileNotFoundError(f"{course.root} holds no built assignment: run `python -m grader build` first")
+        option = "" if course.root.resolve() == DEFAULT_COURSE.root.resolve() else f" --course {course.root}"
+        raise FileNotFoundError(f"{course.root} holds no built assignment: run `python -m grader build{option}` first")
     submissions, skipped_files = find_submissions(folder, assignments)
     outcomes = [Outcome(s, "skipped") for s in submissions if not force and _is_done(course, s)]
     todo = [s for s in submissions if force or not _is_done(course, s)]

@@ -24,3 +24,10 @@ def test_an_unreadable_submission_is_reported_not_raised(tmp_path):
     executed = execute_submission(broken, tmp_path / "out", DEFAULT_COURSE.db_url, "carol", "00_welcome", 5)
     assert executed.problem.startswith(f"{broken} is not a readable notebook")
     assert executed.notebook_json == ""
+
+
+def test_grading_before_building_says_which_build_command_to_run(tmp_path, capsys):
+    from grader.cli import main
+    (tmp_path / "submissions" / "alice").mkdir(parents=True)
+    assert main(["autograde", str(tmp_path / "submissions"), "--course", str(tmp_path / "course")]) == 2
+    assert f"run `python -m grader build --course {tmp_path / 'course'}` first" in capsys.readouterr().err
