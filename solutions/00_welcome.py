@@ -43,7 +43,8 @@ else:
 # %% [markdown]
 # ## How a check works
 #
-# Every exercise comes with a function `check_<exercise>` from `grader.checks`. You pass it
+# Every exercise comes with a function `check_<exercise>`, imported from the notebook's checks
+# module (here `grader.checks.nb00_welcome`, in the cell below). You pass it
 # **your function** (not its result); it calls your function on a set of cases, compares each
 # result with the answer of the real tool (here, PyTorch itself), and prints one line per group
 # of cases: `✓` when the group passes, `✗` with the first failing case, what was expected, what
