@@ -281,3 +281,32 @@ def test_a_helper_function_rebound_recompiles():
 
 def _helper(x):
     return torch.sin(x)
+
+
+class _Box:
+    def __init__(self, t):
+        self.t = t
+
+
+def test_arguments_that_hold_state_run_eagerly_and_functions_are_guarded_by_identity():
+    np = pytest.importorskip("numpy")
+    x = torch.randn(3)
+    compiled = tensorcraft.compile(lambda a, arr: a * torch.as_tensor(arr, dtype=a.dtype), backend="python")
+    array = np.ones(3)
+    compiled(x, array)
+    array[:] = 2.0  # same object, other contents: eager sees them
+    torch.testing.assert_close(compiled(x, array), x * 2)
+    torch.testing.assert_close(compiled(x, np.full(3, 3.0)), x * 3)  # used to raise: ambiguous truth value
+    assert "argument arr is a ndarray" in compiled.explain()
+
+    compiled = tensorcraft.compile(lambda a, box: a * box.t, backend="python")
+    box = _Box(torch.ones(3))
+    compiled(x, box)
+    box.t = torch.full((3,), 5.0)
+    torch.testing.assert_close(compiled(x, box), x * 5)
+
+    compiled = tensorcraft.compile(lambda a, act: act(a) * 2, backend="python")
+    for act in (torch.relu, torch.relu, torch.sigmoid):
+        torch.testing.assert_close(compiled(x, act), act(x) * 2)
+    assert compiled.stats.compiles == 2 and compiled.stats.recompiles == ["input act: another "
+                                                                          "builtin_function_or_method object"]

@@ -13,8 +13,10 @@ still finishes eagerly and `Captured.reason` says why, with the source line.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import operator
+import types
 import os
 import traceback
 from dataclasses import dataclass, field
@@ -52,6 +54,12 @@ def capture(fn: Callable, args: tuple = (), kwargs: dict | None = None,
     flat, spec = pytree.tree_flatten((args, kwargs))
     recorder = _Recorder(module)
     names = _input_names(module.forward if module is not None else fn, args, kwargs, flat)
+    for value, name in zip(flat, names):
+        if _holds_state(value):  # an array, a module, an object with tensor attributes
+            result = fn(*args, **kwargs)
+            return Captured(None, f"argument {name} is a {type(value).__name__}: what it holds could change "
+                            "between calls without the guards seeing; pass tensors and plain values "
+                            "(numbers, strings, None) instead", result, input_names=names)
     for index, (value, name) in enumerate(zip(flat, names)):
         if isinstance(value, torch.Tensor):
             node = recorder.graph.add_like(value, "placeholder", "placeholder", name=name,
@@ -78,6 +86,16 @@ def capture(fn: Callable, args: tuple = (), kwargs: dict | None = None,
     graph.add("output", "output", args=tuple(outputs))
     graph.output_spec = out_spec
     return Captured(graph, None, result, recorder.constants, names)
+
+
+def _holds_state(value: Any) -> bool:
+    """An argument whose contents a graph would bake in but a guard cannot watch (functions and
+    classes are fine: guarded by identity, their code does not change)."""
+    if isinstance(value, torch.nn.Module):
+        return True
+    return not isinstance(value, _RESULT_TYPES + (type, types.FunctionType, types.BuiltinFunctionType,
+                                                  types.MethodType, functools.partial)) \
+        and not type(value).__module__.startswith("torch")  # torch's own values: Size, finfo, ...
 
 
 def _input_names(fn: Callable, args: tuple, kwargs: dict, flat: list) -> list[str]:

@@ -22,11 +22,24 @@ import torch
 
 
 def describe_input(value: Any) -> tuple:
-    """What a guard remembers about one flat input."""
+    """What a guard remembers about one flat input: a tensor's metadata, a plain value, or (any
+    other object: a function, an array) the object itself, compared by identity."""
     if isinstance(value, torch.Tensor):
         return ("tensor", type(value), tuple(value.shape), tuple(value.stride()), value.dtype, value.device,
                 value.requires_grad)
-    return ("value", type(value), value)
+    if _is_plain(value):
+        return ("value", type(value), value)
+    return ("object", type(value), value)
+
+
+def _input_matches(got: tuple, expected: tuple) -> bool:
+    if got[0] != expected[0] or got[1] is not expected[1]:
+        return False
+    if got[0] == "value":
+        return _same(got[2], expected[2])
+    if got[0] == "object":
+        return got[2] is expected[2]
+    return got == expected
 
 
 _FIELDS = ("kind", "type", "shape", "stride", "dtype", "device", "requires_grad")
@@ -57,7 +70,7 @@ class Guards:
             return f"training mode changed: module.training is {training}, was {self.training}"
         for name, value, expected in zip(self.names, flat, self.inputs):
             got = describe_input(value)
-            if got != expected:
+            if not _input_matches(got, expected):
                 return _difference(name, got, expected)
         for name, tensor, (pid, ptr, requires_grad, version) in zip(self.param_names, params, self.params):
             if id(tensor) != pid:
@@ -89,15 +102,17 @@ class Guards:
             if d[0] == "tensor":
                 parts.append(f"{name}: {d[1].__name__}{list(d[2])} {str(d[4]).replace('torch.', '')} "
                              f"{d[5]}{' requires_grad' if d[6] else ''}")
-            else:
+            elif d[0] == "value":
                 parts.append(f"{name} == {d[2]!r}")
+            else:
+                parts.append(f"{name} is the same {d[1].__name__} object")
         parts.append(f"grad_enabled={self.grad_enabled}")
         if self.training is not None:
             parts.append(f"training={self.training}")
         if self.values:
             parts.append(f"{len(self.values)} Python values unchanged ({', '.join(v.name for v in self.values[:3])}"
                          f"{', ...' if len(self.values) > 3 else ''})")
-        if self.snapshots is not None:
+        if self.snapshots:
             parts.append(f"{len(self.params)} module tensors hold the values they were folded with")
         elif any(v is not None for *_, v in self.params):
             parts.append(f"{len(self.params)} module tensors unchanged (frozen)")
@@ -105,7 +120,7 @@ class Guards:
 
 
 _MISSING = object()
-_PLAIN = (bool, int, float, complex, str, type(None), torch.dtype)
+_PLAIN = (bool, int, float, complex, str, type(None), torch.dtype, torch.device, torch.memory_format, torch.layout)
 # what every nn.Module keeps in its __dict__ (hook flags; `training` has its own guard): not the model's values
 _MODULE_BOOKKEEPING = frozenset(vars(torch.nn.Module()))
 
@@ -204,6 +219,8 @@ def _difference(name: str, got: tuple, expected: tuple) -> str:
         return f"input {name}: type {got[1].__name__} != {expected[1].__name__}"
     if got[0] == "value":
         return f"input {name}: value {got[2]!r} != {expected[2]!r}"
+    if got[0] == "object":
+        return f"input {name}: another {got[1].__name__} object"
     for field_name, a, b in zip(_FIELDS, got, expected):
         if a != b:
             show = (lambda v: list(v)) if field_name in ("shape", "stride") else (lambda v: v)
