@@ -310,3 +310,26 @@ def test_arguments_that_hold_state_run_eagerly_and_functions_are_guarded_by_iden
         torch.testing.assert_close(compiled(x, act), act(x) * 2)
     assert compiled.stats.compiles == 2 and compiled.stats.recompiles == ["input act: another "
                                                                           "builtin_function_or_method object"]
+
+
+class _Configured(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.act, self.cfg, self.sizes = torch.relu, {"k": 2.0}, [1, 2]
+
+    def forward(self, x):
+        return self.act(x) * self.cfg["k"] + len(self.sizes)
+
+
+def test_module_attributes_that_are_objects_or_containers_are_guarded():
+    model = _Configured()
+    compiled = tensorcraft.compile(model, backend="python")
+    x = torch.randn(3)
+    compiled(x), compiled(x)
+    for change in (lambda: setattr(model, "act", torch.sigmoid), lambda: model.cfg.update(k=5.0),
+                   lambda: model.sizes.append(3)):
+        change()
+        torch.testing.assert_close(compiled(x), model(x))
+    assert compiled.stats.recompiles == ["module attribute act now refers to another object",
+                                         "module attribute cfg is {'k': 5.0}, was {'k': 2.0}",
+                                         "module attribute sizes is [1, 2, 3], was [1, 2]"]

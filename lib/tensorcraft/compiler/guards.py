@@ -143,13 +143,26 @@ class PlainValue:
 def _is_plain(value: Any) -> bool:
     if isinstance(value, (tuple, list)):
         return all(_is_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(_is_plain(k) and _is_plain(v) for k, v in value.items())
     return isinstance(value, _PLAIN)
+
+
+def _snapshot(value: Any) -> Any:
+    """A copy of a plain value that later in-place changes (``self.sizes.append(4)``) do not reach."""
+    if isinstance(value, list):
+        return [_snapshot(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _snapshot(v) for k, v in value.items()}
+    return value
 
 
 def _same(a: Any, b: Any) -> bool:
     """Equal and of the same types (``2`` and ``2.0`` give different dtypes in torch)."""
     if isinstance(a, (tuple, list)) and type(a) is type(b):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and type(a) is type(b):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     return a is b or (type(a) is type(b) and a == b)
 
 
@@ -164,9 +177,12 @@ def plain_values(fn: Callable, module: Any = None) -> list[PlainValue]:
         for qual, sub in module.named_modules():
             namespace = vars(sub)
             for attr, value in namespace.items():
-                if attr not in _MODULE_BOOKKEEPING and _is_plain(value):
-                    read = functools.partial(namespace.get, attr, _MISSING)
-                    found.append(PlainValue(f"module attribute {qual + '.' if qual else ''}{attr}", read, value))
+                if attr in _MODULE_BOOKKEEPING or isinstance(value, torch.Tensor):  # tensors: param nodes
+                    continue
+                read = functools.partial(namespace.get, attr, _MISSING)
+                plain = _is_plain(value)  # by value; other objects (self.act = torch.relu) by identity
+                found.append(PlainValue(f"module attribute {qual + '.' if qual else ''}{attr}", read,
+                                        _snapshot(value) if plain else value, by_identity=not plain))
             for hooks in _HOOKS:  # a hook's torch calls are captured with the module's
                 read = functools.partial(_hook_ids, namespace, hooks)
                 hook_values.append(PlainValue(f"{hooks[1:].replace('_', ' ')} of module {qual or '(top)'} "
@@ -184,15 +200,17 @@ def plain_values(fn: Callable, module: Any = None) -> list[PlainValue]:
     for name in code.co_names:
         if name in namespace:  # plain values by value; tensors, modules, functions by identity
             value = namespace[name]
-            found.append(PlainValue(f"global {name}", functools.partial(namespace.get, name, _MISSING), value,
-                                    by_identity=not _is_plain(value)))
+            plain = _is_plain(value)
+            found.append(PlainValue(f"global {name}", functools.partial(namespace.get, name, _MISSING),
+                                    _snapshot(value) if plain else value, by_identity=not plain))
     for name, cell in zip(code.co_freevars, func.__closure__ or ()):
         try:
             value = cell.cell_contents
         except ValueError:  # not assigned yet
             continue
-        found.append(PlainValue(f"closure variable {name}", functools.partial(_cell_value, cell), value,
-                                by_identity=not _is_plain(value)))
+        plain = _is_plain(value)
+        found.append(PlainValue(f"closure variable {name}", functools.partial(_cell_value, cell),
+                                _snapshot(value) if plain else value, by_identity=not plain))
     return found + hook_values
 
 
