@@ -333,3 +333,30 @@ def test_module_attributes_that_are_objects_or_containers_are_guarded():
     assert compiled.stats.recompiles == ["module attribute act now refers to another object",
                                          "module attribute cfg is {'k': 5.0}, was {'k': 2.0}",
                                          "module attribute sizes is [1, 2, 3], was [1, 2]"]
+
+
+_GLOBAL_DROPOUT = torch.nn.Dropout(0.5).eval()
+
+
+def _through_global_dropout(x):
+    return _GLOBAL_DROPOUT(x) * 2
+
+
+def test_a_submodule_or_a_global_module_switched_to_training_recompiles():
+    x = torch.randn(1000)
+    compiled = tensorcraft.compile(_through_global_dropout, backend="python")
+    try:
+        compiled(x), compiled(x)
+        _GLOBAL_DROPOUT.train()
+        assert (compiled(x) == 0).any()  # dropout applies again (a replay would never zero anything)
+    finally:
+        _GLOBAL_DROPOUT.eval()
+    assert compiled.stats.recompiles == ["attribute training of global _GLOBAL_DROPOUT is True, was False"]
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5)).eval()
+    compiled = tensorcraft.compile(model, backend="python")
+    with torch.no_grad():
+        compiled(x[:400].view(100, 4)), compiled(x[:400].view(100, 4))
+        model[1].train()  # only the submodule: the top-level flag stays False
+        assert (compiled(x[:400].view(100, 4)) == 0).any()
+    assert compiled.stats.recompiles == ["module attribute 1.training is True, was False"]

@@ -121,8 +121,9 @@ class Guards:
 
 _MISSING = object()
 _PLAIN = (bool, int, float, complex, str, type(None), torch.dtype, torch.device, torch.memory_format, torch.layout)
-# what every nn.Module keeps in its __dict__ (hook flags; `training` has its own guard): not the model's values
-_MODULE_BOOKKEEPING = frozenset(vars(torch.nn.Module()))
+# what every nn.Module keeps in its __dict__ (hook dictionaries, flags): not the model's values. `training`
+# stays: `model.dropout.train()` changes a submodule only
+_MODULE_BOOKKEEPING = frozenset(vars(torch.nn.Module())) - {"training"}
 
 
 @dataclass
@@ -167,28 +168,15 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def plain_values(fn: Callable, module: Any = None) -> list[PlainValue]:
-    """The Python values a capture may have baked in besides the arguments: every plain attribute
-    of the module and its submodules, which submodules and hooks it has, and the globals and
-    closure variables that the top-level function's own code names (plain values by value, other
-    objects by identity). Helpers it calls are not inspected: their globals are not guarded."""
+    """The Python values a capture may have baked in besides the arguments: every attribute of the
+    module and its submodules (training flags included), which submodules and hooks it has, and the
+    globals and closure variables that the top-level function's own code names (plain values by
+    value, other objects by identity; a module found there is walked like the compiled one).
+    Helpers it calls are not inspected: their globals are not guarded."""
     found: list[PlainValue] = []
     hook_values: list[PlainValue] = []  # listed last: explain() names the first few values
     if module is not None:
-        for qual, sub in module.named_modules():
-            namespace = vars(sub)
-            for attr, value in namespace.items():
-                if attr in _MODULE_BOOKKEEPING or isinstance(value, torch.Tensor):  # tensors: param nodes
-                    continue
-                read = functools.partial(namespace.get, attr, _MISSING)
-                plain = _is_plain(value)  # by value; other objects (self.act = torch.relu) by identity
-                found.append(PlainValue(f"module attribute {qual + '.' if qual else ''}{attr}", read,
-                                        _snapshot(value) if plain else value, by_identity=not plain))
-            for hooks in _HOOKS:  # a hook's torch calls are captured with the module's
-                read = functools.partial(_hook_ids, namespace, hooks)
-                hook_values.append(PlainValue(f"{hooks[1:].replace('_', ' ')} of module {qual or '(top)'} "
-                                              "(handle ids)", read, read()))
-        read = functools.partial(_submodule_ids, module)  # model[1] = nn.Tanh(): same parameters, other code
-        found.append(PlainValue("the module's submodules (names and ids)", read, read()))
+        _walk_module(module, "module", found, hook_values)
         for hooks in _HOOKS:
             read = functools.partial(_hook_ids, vars(torch.nn.modules.module), f"_global{hooks}")
             hook_values.append(PlainValue(f"global module {hooks[1:].replace('_', ' ')} (handle ids)", read, read()))
@@ -197,21 +185,40 @@ def plain_values(fn: Callable, module: Any = None) -> list[PlainValue]:
     code, namespace = getattr(func, "__code__", None), getattr(func, "__globals__", None)
     if code is None or namespace is None:
         return found + hook_values
-    for name in code.co_names:
-        if name in namespace:  # plain values by value; tensors, modules, functions by identity
-            value = namespace[name]
-            plain = _is_plain(value)
-            found.append(PlainValue(f"global {name}", functools.partial(namespace.get, name, _MISSING),
-                                    _snapshot(value) if plain else value, by_identity=not plain))
-    for name, cell in zip(code.co_freevars, func.__closure__ or ()):
-        try:
-            value = cell.cell_contents
-        except ValueError:  # not assigned yet
+    named = [(f"global {name}", functools.partial(namespace.get, name, _MISSING))
+             for name in code.co_names if name in namespace]
+    named += [(f"closure variable {name}", functools.partial(_cell_value, cell))
+              for name, cell in zip(code.co_freevars, func.__closure__ or ())]
+    for label, read in named:
+        value = read()
+        if value is _MISSING:  # a closure cell not assigned yet
             continue
-        plain = _is_plain(value)
-        found.append(PlainValue(f"closure variable {name}", functools.partial(_cell_value, cell),
-                                _snapshot(value) if plain else value, by_identity=not plain))
+        plain = _is_plain(value)  # plain values by value; tensors, modules, functions by identity
+        found.append(PlainValue(label, read, _snapshot(value) if plain else value, by_identity=not plain))
+        if isinstance(value, torch.nn.Module):  # net = nn.Dropout(); def f(x): return net(x)
+            _walk_module(value, label, found, hook_values)
     return found + hook_values
+
+
+def _walk_module(module: Any, label: str, found: list[PlainValue], hook_values: list[PlainValue]) -> None:
+    """Guards for a module's own Python state: its attributes, its submodules, its hooks."""
+    for qual, sub in module.named_modules():
+        where = f"{label} {qual}".rstrip() if label != "module" else f"module {qual or '(top)'}"
+        namespace = vars(sub)
+        for attr, value in namespace.items():
+            if attr in _MODULE_BOOKKEEPING or isinstance(value, torch.Tensor):  # tensors: param nodes
+                continue
+            read = functools.partial(namespace.get, attr, _MISSING)
+            plain = _is_plain(value)  # by value; other objects (self.act = torch.relu) by identity
+            name = f"module attribute {qual + '.' if qual else ''}{attr}" if label == "module" \
+                else f"attribute {attr} of {where}"
+            found.append(PlainValue(name, read, _snapshot(value) if plain else value, by_identity=not plain))
+        for hooks in _HOOKS:  # a hook's torch calls are captured with the module's
+            read = functools.partial(_hook_ids, namespace, hooks)
+            hook_values.append(PlainValue(f"{hooks[1:].replace('_', ' ')} of {where} (handle ids)", read, read()))
+    read = functools.partial(_submodule_ids, module)  # model[1] = nn.Tanh(): same parameters, other code
+    found.append(PlainValue(f"the {label}'s submodules (names and ids)" if label == "module"
+                            else f"the submodules of {label} (names and ids)", read, read()))
 
 
 _HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
