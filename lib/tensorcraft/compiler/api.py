@@ -12,9 +12,11 @@ Limits, by design of a capture that records torch calls (torch.compile reads byt
   * Python side effects other than torch calls (print, appending to a list) are seen by the
     capturing call only: later calls replay the graph without them. Module hooks registered at
     capture are part of the graph; adding or removing one recompiles (the guards list them).
-  * Plain Python values read in forward are baked in. Guarded (a change recompiles): the module's
-    plain attributes (``self.scale = 2.0``, ``bn.eps``) and the globals and closure variables the
-    compiled function's own code names. Not guarded: globals read by helpers it calls.
+  * Python values read in forward are baked in. Guarded (a change recompiles): the attributes of
+    the module and its submodules (``self.scale = 2.0``, ``bn.eps``, ``self.act``, training flags),
+    which submodules and hooks it has, and the globals and closure variables the compiled function's
+    own code names (modules among them walked the same way). Not guarded: globals read only by
+    helpers it calls. Arguments that hold state (arrays, modules, other objects) run eagerly.
   * Intermediate buffers (memory plan slots) belong to the compiled object and are reused by every
     call: one compiled object must not run in two threads at once.
   * In-place updates of buffers (batchnorm in training mode) and randomness (dropout in training
