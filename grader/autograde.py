@@ -16,6 +16,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import signal
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -122,6 +123,12 @@ def _save(course: Course, executed: Executed) -> tuple[float, float]:
 
 # ---------------------------------------------------------------- the whole run
 
+def _leave_ctrl_c_to_the_parent() -> None:
+    """Worker start-up: Ctrl-C reaches every process of the terminal's group; the parent handles it
+    (it starts nothing more) and the notebook a worker is running ends normally, without tracebacks."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def autograde(folder: Path, course: Course, *, workers: int | None = None, timeout: int = 30,
               csv_path: Path | None = None, feedback: bool = True, force: bool = False,
               progress: bool = True) -> Summary:
@@ -139,26 +146,34 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
 
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     bar = tqdm(total=len(todo), desc="autograde", unit="notebook", disable=not progress or not todo)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_leave_ctrl_c_to_the_parent) as pool:
         futures = {pool.submit(execute_submission, course.submitted(s.learner, s.assignment),
                                course.autograded(s.learner, s.assignment).parent, course.db_url,
                                s.learner, s.assignment, timeout): s for s in todo}
-        for future in as_completed(futures):
-            submission = futures[future]
-            try:
-                executed = future.result()
-            except Exception as error:  # a worker that died: reported, the batch goes on
-                executed = Executed(submission.learner, submission.assignment,
-                                    problem=f"worker failed: {type(error).__name__}: {error}")
-            if executed.problem:
-                outcomes.append(Outcome(submission, "error", notes=[executed.problem]))
-            else:
-                score, max_score = _save(course, executed)
-                _mark_done(course, submission, hashes[submission])
-                outcomes.append(Outcome(submission, "graded", score, max_score, executed.notes))
-            bar.update(1)
-            bar.set_postfix_str(f"{submission.learner}/{submission.assignment}")
-    bar.close()
+        try:
+            for future in as_completed(futures):
+                submission = futures[future]
+                try:
+                    executed = future.result()
+                except Exception as error:  # a worker that died: reported, the batch goes on
+                    executed = Executed(submission.learner, submission.assignment,
+                                        problem=f"worker failed: {type(error).__name__}: {error}")
+                if executed.problem:
+                    outcomes.append(Outcome(submission, "error", notes=[executed.problem]))
+                else:
+                    score, max_score = _save(course, executed)
+                    _mark_done(course, submission, hashes[submission])
+                    outcomes.append(Outcome(submission, "graded", score, max_score, executed.notes))
+                bar.update(1)
+                bar.set_postfix_str(f"{submission.learner}/{submission.assignment}")
+        except KeyboardInterrupt:
+            # Ctrl-C: start no queued notebook (by default the pool would run them all, for nothing);
+            # what was saved is recorded as done, and a rerun grades the rest.
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        finally:
+            bar.close()
 
     csv_written = write_csv(course, csv_path or course.root / "grades.csv")
     written = []

@@ -34,8 +34,13 @@ def _check(args: argparse.Namespace) -> int:
 def _autograde(args: argparse.Namespace) -> int:
     from .autograde import autograde, print_summary
     course = Course(args.course)
-    summary = autograde(args.submissions, course, workers=args.workers, timeout=args.timeout,
-                        csv_path=args.csv, feedback=not args.no_feedback, force=args.force)
+    try:
+        summary = autograde(args.submissions, course, workers=args.workers, timeout=args.timeout,
+                            csv_path=args.csv, feedback=not args.no_feedback, force=args.force)
+    except KeyboardInterrupt:
+        print("\ninterrupted: every notebook graded before the interrupt is saved; run the same command "
+              "again to grade the rest (no CSV or feedback was written this time)", file=sys.stderr)
+        return 130
     print_summary(summary, course)
     return 1 if summary.errors else 0
 

@@ -31,3 +31,13 @@ def test_grading_before_building_says_which_build_command_to_run(tmp_path, capsy
     (tmp_path / "submissions" / "alice").mkdir(parents=True)
     assert main(["autograde", str(tmp_path / "submissions"), "--course", str(tmp_path / "course")]) == 2
     assert f"run `python -m grader build --course {tmp_path / 'course'}` first" in capsys.readouterr().err
+
+
+def test_ctrl_c_during_autograde_says_how_to_resume_without_a_traceback(tmp_path, capsys, monkeypatch):
+    import grader.autograde
+    from grader.cli import main
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(grader.autograde, "autograde", interrupted)
+    assert main(["autograde", str(tmp_path)]) == 130
+    assert "run the same command again to grade the rest" in capsys.readouterr().err
