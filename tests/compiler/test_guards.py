@@ -360,3 +360,25 @@ def test_a_submodule_or_a_global_module_switched_to_training_recompiles():
         model[1].train()  # only the submodule: the top-level flag stays False
         assert (compiled(x[:400].view(100, 4)) == 0).any()
     assert compiled.stats.recompiles == ["module attribute 1.training is True, was False"]
+
+
+class _HoldsTensorsInContainers(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tensors, self.named = [torch.ones(3)], {"a": torch.ones(3)}
+
+    def forward(self, x):
+        return x * self.tensors[0] + self.named["a"]
+
+
+def test_containers_of_tensors_in_module_attributes_are_guarded_item_by_item():
+    model = _HoldsTensorsInContainers()
+    compiled = tensorcraft.compile(model, backend="python")
+    x = torch.randn(3)
+    compiled(x), compiled(x)
+    model.tensors[0] = torch.full((3,), 5.0)  # same list, another tensor in it
+    torch.testing.assert_close(compiled(x), model(x))
+    model.named["a"] = torch.full((3,), 7.0)
+    torch.testing.assert_close(compiled(x), model(x))
+    assert compiled.stats.recompiles == ["module attribute tensors holds other objects than at capture",
+                                         "module attribute named holds other objects than at capture"]

@@ -133,12 +133,30 @@ class PlainValue:
     read: Callable[[], Any]      # reads the current value (_MISSING when it is gone)
     value: Any                   # the value at capture
     by_identity: bool = False    # objects (a tensor, a module, a helper function): the same object, not ==
+    items: tuple | None = None   # a container of objects (self.tensors = [t]): what it held, each by identity
+
+    def __post_init__(self) -> None:
+        if self.by_identity and isinstance(self.value, (list, tuple, dict)):
+            self.items = _items(self.value)
 
     def changed(self) -> str | None:
         now = self.read()
         if self.by_identity:
-            return None if now is self.value else f"{self.name} now refers to another object"
+            if now is not self.value:
+                return f"{self.name} now refers to another object"
+            if self.items is not None and not _same_items(_items(now), self.items):
+                return f"{self.name} holds other objects than at capture"
+            return None
         return None if _same(now, self.value) else f"{self.name} is {now!r}, was {self.value!r}"
+
+
+def _items(container: Any) -> tuple:
+    return tuple(container.items()) if isinstance(container, dict) else tuple(container)
+
+
+def _same_items(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(x is y or (isinstance(x, tuple) and x[0] == y[0] and x[1] is y[1])
+                                    for x, y in zip(a, b))
 
 
 def _is_plain(value: Any) -> bool:
