@@ -382,3 +382,28 @@ def test_containers_of_tensors_in_module_attributes_are_guarded_item_by_item():
     torch.testing.assert_close(compiled(x), model(x))
     assert compiled.stats.recompiles == ["module attribute tensors holds other objects than at capture",
                                          "module attribute named holds other objects than at capture"]
+
+
+class _LinearThenChain(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return ((self.linear(x) * 2).exp() + 1).sum(-1)
+
+
+@pytest.mark.parametrize("backend", ["python", "c"])
+def test_autocast_is_guarded(backend):
+    """Under autocast linear returns bfloat16: a kernel built for float32 crashed (c) or the
+    result came back float32 (python)."""
+    model = _LinearThenChain()
+    compiled = tensorcraft.compile(model, backend=backend)
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        compiled(x), compiled(x)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            compiled(x)
+            torch.testing.assert_close(compiled(x), model(x))
+        torch.testing.assert_close(compiled(x), model(x))
+    assert compiled.stats.recompiles == ["autocast changed: autocast on (cpu bfloat16), was autocast off"]

@@ -1,7 +1,7 @@
 """Guards: the conditions under which a compiled entry is still valid for a new call.
 
 A compiled graph bakes in everything it saw: shapes, strides, dtypes, devices, non-tensor
-arguments, whether gradients were needed, the module's training flag, and (when parameters
+arguments, whether gradients were needed, autocast, the module's training flag, and (when parameters
 were folded into constants) the parameters' values. Version counters alone do not see every
 change: ``p.data.mul_(2)`` and batchnorm's running-statistics update in training mode leave
 ``p._version`` as it was, so a graph that folded parameters also keeps a copy of each one and
@@ -58,6 +58,7 @@ class Guards:
     snapshots: list[torch.Tensor] | None = None  # copies of the module tensors, when some were folded
     values: list[PlainValue] = field(default_factory=list)  # Python values read besides the arguments
     constant_snapshots: list[torch.Tensor] | None = None  # copies of the baked tensors, when some were folded
+    autocast: tuple = ()           # autocast_state() at capture: it changes the dtypes every op returns
 
     def check(self, flat: Sequence[Any], spec: Any, training: bool | None,
               params: Sequence[torch.Tensor]) -> str | None:
@@ -66,6 +67,8 @@ class Guards:
             return f"the structure of the arguments changed ({spec} != {self.spec})"
         if torch.is_grad_enabled() != self.grad_enabled:
             return f"grad mode changed: torch.is_grad_enabled() is {torch.is_grad_enabled()}, was {self.grad_enabled}"
+        if autocast_state() != self.autocast:
+            return f"autocast changed: {_show_autocast(autocast_state())}, was {_show_autocast(self.autocast)}"
         if training != self.training:
             return f"training mode changed: module.training is {training}, was {self.training}"
         for name, value, expected in zip(self.names, flat, self.inputs):
@@ -107,6 +110,8 @@ class Guards:
             else:
                 parts.append(f"{name} is the same {d[1].__name__} object")
         parts.append(f"grad_enabled={self.grad_enabled}")
+        if any(on for _, on, _ in self.autocast):
+            parts.append(_show_autocast(self.autocast))
         if self.training is not None:
             parts.append(f"training={self.training}")
         if self.values:
@@ -257,6 +262,19 @@ def _cell_value(cell) -> Any:
         return _MISSING
 
 
+_AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+def autocast_state() -> tuple:
+    """(device, enabled, dtype) for each device type autocast knows: the dtypes ops return depend on it."""
+    return tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _AUTOCAST_DEVICES)
+
+
+def _show_autocast(state: tuple) -> str:
+    on = [f"{d} {str(dtype).replace('torch.', '')}" for d, enabled, dtype in state if enabled]
+    return f"autocast on ({', '.join(on)})" if on else "autocast off"
+
+
 def _difference(name: str, got: tuple, expected: tuple) -> str:
     if got[0] != expected[0] or got[1] != expected[1]:
         return f"input {name}: type {got[1].__name__} != {expected[1].__name__}"
@@ -282,4 +300,5 @@ def build_guards(flat: Sequence[Any], spec: Any, names: Sequence[str], training:
     return Guards(spec, [describe_input(v) for v in flat], list(names), torch.is_grad_enabled(), training,
                   [(id(t), t.data_ptr(), t.requires_grad, t._version if frozen else None) for t in params],
                   list(param_names),
-                  [(t, t._version) for t in constants], snapshots, list(values), constant_snapshots)
+                  [(t, t._version) for t in constants], snapshots, list(values), constant_snapshots,
+                  autocast_state())
