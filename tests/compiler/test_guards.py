@@ -407,3 +407,17 @@ def test_autocast_is_guarded(backend):
             torch.testing.assert_close(compiled(x), model(x))
         torch.testing.assert_close(compiled(x), model(x))
     assert compiled.stats.recompiles == ["autocast changed: autocast on (cpu bfloat16), was autocast off"]
+
+
+def test_the_default_dtype_is_guarded():
+    fn = lambda x: x + torch.ones(3)  # noqa: E731  (torch.ones follows the default dtype)
+    compiled = tensorcraft.compile(fn, backend="python")
+    x = torch.randn(3)
+    compiled(x), compiled(x)
+    before = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(torch.float64)
+        torch.testing.assert_close(compiled(x), fn(x))
+    finally:
+        torch.set_default_dtype(before)
+    assert compiled.stats.recompiles == ["default dtype changed: torch.float64, was torch.float32"]

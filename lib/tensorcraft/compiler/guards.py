@@ -1,7 +1,7 @@
 """Guards: the conditions under which a compiled entry is still valid for a new call.
 
 A compiled graph bakes in everything it saw: shapes, strides, dtypes, devices, non-tensor
-arguments, whether gradients were needed, autocast, the module's training flag, and (when parameters
+arguments, whether gradients were needed, autocast and the default dtype, the module's training flag, and (when parameters
 were folded into constants) the parameters' values. Version counters alone do not see every
 change: ``p.data.mul_(2)`` and batchnorm's running-statistics update in training mode leave
 ``p._version`` as it was, so a graph that folded parameters also keeps a copy of each one and
@@ -59,6 +59,7 @@ class Guards:
     values: list[PlainValue] = field(default_factory=list)  # Python values read besides the arguments
     constant_snapshots: list[torch.Tensor] | None = None  # copies of the baked tensors, when some were folded
     autocast: tuple = ()           # autocast_state() at capture: it changes the dtypes every op returns
+    default_dtype: torch.dtype = torch.float32  # torch.get_default_dtype() at capture
 
     def check(self, flat: Sequence[Any], spec: Any, training: bool | None,
               params: Sequence[torch.Tensor]) -> str | None:
@@ -67,6 +68,8 @@ class Guards:
             return f"the structure of the arguments changed ({spec} != {self.spec})"
         if torch.is_grad_enabled() != self.grad_enabled:
             return f"grad mode changed: torch.is_grad_enabled() is {torch.is_grad_enabled()}, was {self.grad_enabled}"
+        if torch.get_default_dtype() != self.default_dtype:  # torch.zeros(3) follows it
+            return f"default dtype changed: {torch.get_default_dtype()}, was {self.default_dtype}"
         if autocast_state() != self.autocast:
             return f"autocast changed: {_show_autocast(autocast_state())}, was {_show_autocast(self.autocast)}"
         if training != self.training:
@@ -301,4 +304,4 @@ def build_guards(flat: Sequence[Any], spec: Any, names: Sequence[str], training:
                   [(id(t), t.data_ptr(), t.requires_grad, t._version if frozen else None) for t in params],
                   list(param_names),
                   [(t, t._version) for t in constants], snapshots, list(values), constant_snapshots,
-                  autocast_state())
+                  autocast_state(), torch.get_default_dtype())
