@@ -160,7 +160,11 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
                     executed = Executed(submission.learner, submission.assignment,
                                         problem=f"worker failed: {type(error).__name__}: {error}")
                 if executed.problem:
-                    outcomes.append(Outcome(submission, "error", notes=[executed.problem]))
+                    notes = [executed.problem]
+                    if course.autograded(submission.learner, submission.assignment).exists():
+                        notes.append("the gradebook and the CSV still hold the grade of this learner's "
+                                     "previous submission")
+                    outcomes.append(Outcome(submission, "error", notes=notes))
                 else:
                     score, max_score = _save(course, executed)
                     _mark_done(course, submission, hashes[submission])

@@ -114,6 +114,20 @@ def test_a_rerun_is_idempotent_and_regrades_only_what_changed(graded):
     assert recorded_scores(course)["wrong"] == fake_class.EXPECTED["correct"]
 
 
+def test_a_broken_resubmission_is_an_error_that_says_the_old_grade_stays(graded):
+    course, submissions, _ = graded
+    handed_in = submissions / "untouched" / "00_welcome.ipynb"
+    original = handed_in.read_bytes()
+    try:
+        handed_in.write_text("not a notebook")
+        again = autograde(submissions, course, workers=1, timeout=TIMEOUT, progress=False, feedback=False)
+        [broken] = [o for o in again.outcomes if o.status == "error"]
+        assert broken.submission.learner == "untouched"
+        assert "still hold the grade of this learner's previous submission" in " ".join(broken.notes)
+    finally:
+        handed_in.write_bytes(original)
+
+
 def test_a_rebuilt_assignment_with_changed_tests_counts_as_not_graded(graded, tmp_path):
     from grader.autograde import _is_done
     from grader.submissions import find_submissions
