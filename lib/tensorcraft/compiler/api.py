@@ -140,27 +140,25 @@ class Compiler:
     def _run(self, entry: Entry, flat: list, params: Sequence[torch.Tensor]) -> Any:
         compiled = entry.compiled
         graph = compiled.captured
-        by_name = dict(zip(entry.guards.param_names, params))
-        if entry.need_grad:
-            names = entry.guards.param_names
-            out_nodes = graph.output.args
-            tensor_slots = [i for i, a in enumerate(out_nodes) if isinstance(a, Node)]
+        if not entry.need_grad:
+            outs = compiled(flat, dict(zip(entry.guards.param_names, params)))
+            return pytree.tree_unflatten(outs, graph.output_spec)
+        # gradients needed: run through an autograd.Function (training.py) that takes the flat tensors
+        names = entry.guards.param_names
+        out_values = graph.output.args  # a Node where a tensor is returned, else the plain value itself
+        tensor_positions = [i for i, a in enumerate(out_values) if isinstance(a, Node)]
+        input_positions = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
 
-            def forward(tensors):
-                n = len(tensors) - len(names)
-                inner = list(flat)
-                positions = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
-                for pos, t in zip(positions, tensors[:n]):
-                    inner[pos] = t
-                outs = compiled(inner, dict(zip(names, tensors[n:])))
-                return [outs[i] for i in tensor_slots]
+        def forward(tensors):  # the call's tensor inputs, then the module tensors
+            inner = list(flat)
+            for pos, t in zip(input_positions, tensors):
+                inner[pos] = t
+            outs = compiled(inner, dict(zip(names, tensors[len(input_positions):])))
+            return [outs[i] for i in tensor_positions]
 
-            tensor_outs = run_with_gradients(forward, graph, flat, names, params)
-            outs = [a for a in out_nodes]
-            for i, t in zip(tensor_slots, tensor_outs):
-                outs[i] = t
-        else:
-            outs = compiled(flat, by_name)
+        outs = list(out_values)
+        for i, t in zip(tensor_positions, run_with_gradients(forward, graph, flat, names, params)):
+            outs[i] = t
         return pytree.tree_unflatten(outs, graph.output_spec)
 
     # -- inspection ---------------------------------------------------------------------------
