@@ -7,7 +7,14 @@ the originals come back afterwards, even when the learner's code raises.
 
 Replacing a name cannot catch a function captured before the check ran (``from torch import
 outer``, ``op=torch.outer`` as a default, a closure): :func:`captured_forbidden` finds those by
-following the names the learner's code refers to.
+following the names the learner's code refers to. ``Exercise`` also turns its own reference into a
+tripwire while the learner's code runs.
+
+What is not listed stays callable: another library's equivalent (``numpy.outer``), an internal
+alias (``torch._C._VariableFunctions.outer``), or a different operation that computes the same
+thing (``torch.tensordot(a, b, dims=0)``). List in ``forbidden`` what a learner would plausibly
+reach for; the checks run in the learner's own process, so they stop shortcuts, not determined
+cheating (which the instructor sees in the submitted source).
 """
 from __future__ import annotations
 
