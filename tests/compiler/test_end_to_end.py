@@ -256,7 +256,7 @@ class _ReturnsFoldable(torch.nn.Module):
         return x * self.w, self.w * 2, torch.zeros(3), torch.arange(6.0).view(2, 3), y, (x * 2).exp()
 
 
-@pytest.mark.parametrize("backend", ["python", "c"])
+@pytest.mark.parametrize("backend", [p for p in backend_params() if p.values[0] != "triton"])
 def test_returned_tensors_belong_to_the_caller(backend):
     """Updating a result in place changes neither another result nor what the next call returns
     (a folded constant, or one tensor for two equal outputs, would be shared)."""
@@ -272,3 +272,17 @@ def test_returned_tensors_belong_to_the_caller(backend):
             assert outs[4] is not outs[5]
             for out in outs[1:]:
                 out.add_(100)
+
+
+@pytest.mark.parametrize("backend", [p for p in backend_params() if p.values[0] == "c"])
+def test_a_compiled_module_inside_a_compiled_module_runs_eagerly_and_says_why(backend):
+    inner = tensorcraft.compile(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.GELU()), backend=backend)
+    outer = torch.nn.ModuleList([inner])
+    fn = lambda x: (outer[0](x) * 2).exp().sum(-1)  # noqa: E731
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        inner(x), inner(x)  # the inner one now runs its C kernels, which capture cannot see
+        compiled = tensorcraft.compile(fn, backend=backend)
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x), fn(x))
+    assert "compiled module or a ctypes call" in compiled.explain()

@@ -68,6 +68,9 @@ SIDE_EFFECTS = {"_set_grad_enabled", "set_grad_enabled", "manual_seed", "seed", 
 
 def refusal(name: str, args: tuple, kwargs: dict) -> str | None:
     """Why capture must not record this call (None when it can). Reasons are shown by explain()."""
+    if name == "data_ptr":
+        return ("Tensor.data_ptr reads a memory address, as compiled code calling its kernels does "
+                "(is a compiled module or a ctypes call inside the function?): what it does there is invisible to capture")
     if name in DATA_DEPENDENT:
         return f"data-dependent Python: Tensor.{name} reads tensor values into Python (e.g. `if x.sum() > 0`)"
     if name in DATA_DEPENDENT_SHAPE:
