@@ -64,7 +64,7 @@ class Stats:
     cache_hits: int = 0
     eager_calls: int = 0       # calls that ran eagerly after the first (refused capture or limit)
     recompiles: list[str] = field(default_factory=list)   # the failed guard that caused each recompile
-    fallbacks: list[str] = field(default_factory=list)    # why calls fell back to eager
+    fallbacks: list[str] = field(default_factory=list)    # why calls fell back to eager (each reason once)
 
 
 class Compiler:
@@ -98,11 +98,11 @@ class Compiler:
         if len(self.entries) >= self.cache_limit:
             message = (f"tensorcraft.compile: cache limit ({self.cache_limit}) reached; running eagerly. "
                        f"Last failed guard: {failures[-1] if failures else 'none'}")
-            if not self._warned:
+            if not self._warned:  # once: a loop over many shapes would otherwise warn and log at every call
                 warnings.warn(message, RuntimeWarning, stacklevel=2)
                 self._warned = True
+                self.stats.fallbacks.append(message)
             self.stats.eager_calls += 1
-            self.stats.fallbacks.append(message)
             return self.fn(*args, **kwargs)
         if self.entries:
             self.stats.recompiles.append(failures[-1])  # the newest entry's failed guard
