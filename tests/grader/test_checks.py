@@ -252,6 +252,7 @@ def test_mismatch_names_shape_dtype_and_kind():
     (lambda a, b: correct_outer(a, b).tolist(), "return a torch.Tensor, not a list"),
     (lambda a, b: None, "did you forget `return`?"),
     (lambda a, b: correct_outer(a, b).half(), "the result must have dtype float32"),
+    (lambda a, b: correct_outer(a, b).to("meta"), "the result must be on the inputs' device"),  # as .cpu() on CUDA
 ])
 def test_a_result_of_the_wrong_kind_gets_a_hint_about_its_kind(returns, says):
     report = OUTER.run(returns, cuda_available=False)
