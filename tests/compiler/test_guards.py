@@ -429,3 +429,13 @@ def test_the_default_dtype_is_guarded():
     finally:
         torch.set_default_dtype(before)
     assert compiled.stats.recompiles == ["default dtype changed: torch.float64, was torch.float32"]
+
+
+def test_a_compiled_bound_forward_guards_its_modules_attributes():
+    model = _Scaled()
+    compiled = tensorcraft.compile(model.forward, backend="python")
+    x = torch.randn(3, 4)
+    compiled(x), compiled(x)
+    model.scale = 3.0
+    torch.testing.assert_close(compiled(x), model(x))
+    assert compiled.stats.recompiles == ["module attribute scale is 3.0, was 2.0"]

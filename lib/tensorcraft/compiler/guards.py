@@ -207,6 +207,8 @@ def plain_values(fn: Callable, module: Any = None) -> list[PlainValue]:
             read = functools.partial(_hook_ids, vars(torch.nn.modules.module), f"_global{hooks}")
             hook_values.append(PlainValue(f"global module {hooks[1:].replace('_', ' ')} (handle ids)", read, read()))
         fn = module.forward
+    elif isinstance(getattr(fn, "__self__", None), torch.nn.Module):  # compile(model.forward): the model's state
+        _walk_module(fn.__self__, "module", found, hook_values)
     func = getattr(fn, "__func__", fn)
     code, namespace = getattr(func, "__code__", None), getattr(func, "__globals__", None)
     if code is None or namespace is None:
