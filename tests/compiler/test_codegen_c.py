@@ -9,11 +9,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-sys.path.insert(0, os.path.dirname(__file__))
-from kernel_cases import assert_matches, empty_outputs, kernels, random_inputs  # noqa: E402
+from kernel_cases import assert_matches, empty_outputs, kernels, random_inputs
 
-from tensorcraft.compiler.codegen import c, c_toolchain  # noqa: E402
-from tensorcraft.compiler.codegen.kernel import Buffer, Kernel, Output, Stmt, evaluate  # noqa: E402
+from tensorcraft.compiler.codegen import c, c_toolchain
+from tensorcraft.compiler.codegen.kernel import Buffer, Kernel, Output, Stmt, evaluate
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -1,9 +1,6 @@
 """The python kernel backend and the wrapper: readable source that compiles and computes the right thing."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 from hypothesis import given
@@ -15,8 +12,7 @@ from tensorcraft.compiler.codegen.kernel import BINARY, REDUCTIONS, UNARY, Buffe
 from tensorcraft.compiler.codegen.python import compile_kernel, kernel_source
 from tensorcraft.compiler.examples import model_zoo
 
-sys.path.insert(0, str(Path(__file__).parent))
-from available_backends import backend_params  # noqa: E402
+from available_backends import backend_params
 
 
 @st.composite

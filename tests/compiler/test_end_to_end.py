@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,8 +10,7 @@ import torch
 import tensorcraft
 from tensorcraft.compiler.examples import model_zoo
 
-sys.path.insert(0, str(Path(__file__).parent))
-from available_backends import backend_params  # noqa: E402
+from available_backends import backend_params
 
 ZOO = ["mlp", "cnn", "norm_softmax", "attention"]
 TOL = {"python": 1e-5, "c": 1e-4, "triton": 1e-4}

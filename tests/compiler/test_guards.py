@@ -1,9 +1,7 @@
 """Guards: reuse while inputs match, recompile with the failed guard named, eager past the limit."""
 from __future__ import annotations
 
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,8 +11,7 @@ from hypothesis import strategies as st
 import tensorcraft
 from tensorcraft.compiler.examples import MLP
 
-sys.path.insert(0, str(Path(__file__).parent))
-from available_backends import backend_params  # noqa: E402
+from available_backends import backend_params
 
 
 def _f(x):

@@ -1,9 +1,6 @@
 """Each pass alone, against its torch.fx counterpart where there is one, and the counts it must reach."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 import torch.fx
@@ -30,9 +27,8 @@ from tensorcraft.compiler.passes.decompose import decompose
 from tensorcraft.compiler.passes.fusion import UNARY_OPS, fuse_elementwise
 from tensorcraft.compiler.passes.memory_plan import is_kernel_output, plan_memory, storage_lifetimes
 
-sys.path.insert(0, str(Path(__file__).parent))
-from available_backends import backend_params  # noqa: E402
-from random_programs import as_function, example_inputs, programs  # noqa: E402
+from available_backends import backend_params
+from random_programs import as_function, example_inputs, programs
 
 
 def _tensor_calls_fx(gm: torch.fx.GraphModule, inputs=None) -> list[str]:

@@ -7,18 +7,16 @@ test_codegen_triton.py starts that process. Sizes stay tiny: the interpreter run
 with numpy.
 """
 import os
-import sys
 
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-sys.path.insert(0, os.path.dirname(__file__))
-from kernel_cases import assert_matches, empty_outputs, kernels, random_inputs  # noqa: E402
+from kernel_cases import assert_matches, empty_outputs, kernels, random_inputs
 
-from tensorcraft.compiler.codegen import triton as triton_codegen  # noqa: E402
-from tensorcraft.compiler.codegen.kernel import BINARY, DTYPES, UNARY, Buffer, Kernel, Output, Stmt, evaluate  # noqa: E402
+from tensorcraft.compiler.codegen import triton as triton_codegen
+from tensorcraft.compiler.codegen.kernel import BINARY, DTYPES, UNARY, Buffer, Kernel, Output, Stmt, evaluate
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy, in the interpreter, on NaN and inf
 DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
