@@ -68,6 +68,14 @@ def kernels(draw, max_rank: int = 3, max_dim: int = 5, max_ops: int = 8) -> Kern
     return Kernel(f"k_{dtype}_{len(b.stmts)}", shape, inputs, tuple(b.stmts), outputs, dtype)
 
 
+def compact_kernel(shape, input_shapes, ops, outputs, dtype="float32"):
+    """A kernel from a compact description: loads of each input, then ops as (name, op, args)."""
+    stmts = [Stmt(f"v{i}", "load", (f"x{i}",)) for i in range(len(input_shapes))]
+    stmts += [Stmt(name, op, tuple(args)) for name, op, *args in ops]
+    inputs = tuple(Buffer(f"x{i}", s) for i, s in enumerate(input_shapes))
+    return Kernel("k", shape, inputs, tuple(stmts), tuple(Output(*o) for o in outputs), dtype)
+
+
 def random_inputs(kernel: Kernel, seed: int, device: str = "cpu") -> list[torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
     dtype = DTYPES[kernel.dtype]

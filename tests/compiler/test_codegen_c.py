@@ -9,7 +9,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kernel_cases import assert_matches, empty_outputs, kernels, random_inputs
+from kernel_cases import assert_matches, compact_kernel, empty_outputs, kernels, random_inputs
 
 from tensorcraft.compiler.codegen import c, c_toolchain
 from tensorcraft.compiler.codegen.kernel import Buffer, Kernel, Output, Stmt, evaluate
@@ -39,14 +39,6 @@ def test_random_kernels_match_eager(kernel, seed):
     assert_matches(kernel, run(kernel, inputs), evaluate(kernel, *inputs))
 
 
-def _kernel(shape, input_shapes, ops, outputs, dtype="float32"):
-    """A kernel from a compact description: loads of each input, then ops as (name, op, args)."""
-    stmts = [Stmt(f"v{i}", "load", (f"x{i}",)) for i in range(len(input_shapes))]
-    stmts += [Stmt(name, op, tuple(args)) for name, op, *args in ops]
-    inputs = tuple(Buffer(f"x{i}", s) for i, s in enumerate(input_shapes))
-    return Kernel("k", shape, inputs, tuple(stmts), tuple(Output(*o) for o in outputs), dtype)
-
-
 @pytest.mark.parametrize("shape, input_shapes", [
     ((3, 40_000), [(3, 40_000), (1, 40_000)]),          # long rows: several column blocks per row, ragged end
     ((1, 50_001), [(1, 50_001), (1, 1)]),               # one row only: still split into blocks
@@ -54,14 +46,14 @@ def _kernel(shape, input_shapes, ops, outputs, dtype="float32"):
     ((100_003,), [(100_003,), (100_003,)]),             # the flat loop
 ])
 def test_large_and_blocked_shapes(shape, input_shapes):
-    kernel = _kernel(shape, input_shapes, [("s", "mul", "v0", "v1"), ("e", "tanh", "s")],
+    kernel = compact_kernel(shape, input_shapes, [("s", "mul", "v0", "v1"), ("e", "tanh", "s")],
                      [("y", "e"), ("r", "s", "sum"), ("m", "e", "max")] if len(shape) > 1 else [("y", "e")])
     inputs = random_inputs(kernel, seed=1)
     assert_matches(kernel, run(kernel, inputs), evaluate(kernel, *inputs))
 
 
 def test_nan_propagates_like_torch():
-    kernel = _kernel((2, 3), [(2, 3), (2, 3)],
+    kernel = compact_kernel((2, 3), [(2, 3), (2, 3)],
                      [("r", "relu", "v0"), ("m", "maximum", "v1", "v0"), ("n", "minimum", "v0", "v1")],
                      [("r", "r"), ("m", "m"), ("n", "n"), ("hi", "v0", "max"), ("lo", "v0", "min")])
     x = torch.tensor([[1.0, float("nan"), -2.0], [0.5, -1.0, 3.0]])
@@ -72,13 +64,13 @@ def test_nan_propagates_like_torch():
 
 
 def test_constants_are_the_dtype_value_torch_uses():
-    kernel = _kernel((4,), [(4,)], [("c", "const", 0.1), ("y", "add", "v0", "c")], [("y", "y")])
+    kernel = compact_kernel((4,), [(4,)], [("c", "const", 0.1), ("y", "add", "v0", "c")], [("y", "y")])
     x = torch.zeros(4)
     assert torch.equal(run(kernel, [x])[0], evaluate(kernel, x)[0])
 
 
 def test_second_compile_is_a_cache_hit_even_in_a_new_process():
-    kernel = _kernel((7,), [(7,)], [("e", "exp", "v0")], [("y", "e")])
+    kernel = compact_kernel((7,), [(7,)], [("e", "exp", "v0")], [("y", "e")])
     before = c_toolchain.compile_count
     c.compile_kernel(kernel)
     assert c_toolchain.compile_count == before + 1
@@ -102,7 +94,7 @@ def test_second_compile_is_a_cache_hit_even_in_a_new_process():
 
 def test_missing_compiler_raises_compiler_unavailable(monkeypatch):
     monkeypatch.setenv("CC", "/nonexistent/bin/cc-missing")
-    kernel = _kernel((3,), [(3,)], [("y", "neg", "v0")], [("y", "y")])
+    kernel = compact_kernel((3,), [(3,)], [("y", "neg", "v0")], [("y", "y")])
     with pytest.raises(c.CompilerUnavailable, match="cc-missing"):
         c.compile_kernel(kernel)
 
@@ -112,14 +104,14 @@ def test_compiler_without_openmp_raises_compiler_unavailable(monkeypatch, tmp_pa
     fake.write_text("#!/bin/sh\necho 'fakecc: error: unrecognized option -fopenmp' >&2\nexit 1\n")
     fake.chmod(0o755)
     monkeypatch.setenv("CC", str(fake))
-    kernel = _kernel((3,), [(3,)], [("y", "abs", "v0")], [("y", "y")])
+    kernel = compact_kernel((3,), [(3,)], [("y", "abs", "v0")], [("y", "y")])
     with pytest.raises(c.CompilerUnavailable, match="OpenMP"):
         c.compile_kernel(kernel)
 
 
 @pytest.fixture(scope="module")
 def add_kernel():
-    kernel = _kernel((2, 3), [(2, 3), (1, 3)], [("s", "add", "v0", "v1")], [("y", "s")])
+    kernel = compact_kernel((2, 3), [(2, 3), (1, 3)], [("s", "add", "v0", "v1")], [("y", "s")])
     return kernel, c.compile_kernel(kernel)
 
 
@@ -139,7 +131,7 @@ def test_bad_arguments_get_clear_errors(add_kernel, make_args, error, message):
 
 
 def test_in_place_output_is_allowed():
-    kernel = _kernel((1000,), [(1000,)], [("e", "sigmoid", "v0")], [("y", "e")])
+    kernel = compact_kernel((1000,), [(1000,)], [("e", "sigmoid", "v0")], [("y", "e")])
     x = torch.randn(1000)
     expected = evaluate(kernel, x)[0]
     c.compile_kernel(kernel)(x, x)
@@ -147,7 +139,7 @@ def test_in_place_output_is_allowed():
 
 
 def test_source_is_readable_c():
-    kernel = _kernel((4, 8), [(4, 8), (4, 1)], [("d", "sub", "v0", "v1"), ("e", "exp", "d")], [("y", "e"), ("s", "e", "sum")])
+    kernel = compact_kernel((4, 8), [(4, 8), (4, 1)], [("d", "sub", "v0", "v1"), ("e", "exp", "d")], [("y", "e"), ("s", "e", "sum")])
     source = c.c_source(kernel)
     assert "#pragma omp parallel for" in source and "reduction(+:" in source
     assert "void kernel_k(const float *in_x0, const float *in_x1, float *out_y, float *out_s, int n_threads)" in source
@@ -164,7 +156,7 @@ def test_every_op_over_its_whole_domain(dtype):
     x = torch.cat([torch.linspace(-6, 6, 1001, dtype=torch.float64), torch.tensor(SPECIAL_VALUES, dtype=torch.float64)])
     xs = torch.cartesian_prod(x[::10], x[::10]).to(DTYPES[dtype]).T.contiguous()
     ops = [(f"u_{op}", op, "v0") for op in sorted(UNARY)] + [(f"b_{op}", op, "v0", "v1") for op in sorted(BINARY)]
-    kernel = _kernel(tuple(xs[0].shape), [tuple(xs[0].shape)] * 2, ops, [(name, name) for name, *_ in ops], dtype)
+    kernel = compact_kernel(tuple(xs[0].shape), [tuple(xs[0].shape)] * 2, ops, [(name, name) for name, *_ in ops], dtype)
     got, expected = run(kernel, [xs[0], xs[1]]), evaluate(kernel, xs[0], xs[1])
     for (name, *_), g, e in zip(ops, got, expected):
         torch.testing.assert_close(g, e, rtol=2e-6 if dtype == "float32" else 1e-14,
@@ -177,14 +169,14 @@ def test_threads_follow_omp_num_threads_or_the_available_cores(monkeypatch):
     assert c.available_threads() == 3
     monkeypatch.delenv("OMP_NUM_THREADS")
     assert c.available_threads() == len(os.sched_getaffinity(0))
-    big = _kernel((c.PARALLEL_MIN_ELEMENTS,), [(c.PARALLEL_MIN_ELEMENTS,)], [("y", "neg", "v0")], [("y", "y")])
-    small = _kernel((8,), [(8,)], [("y", "neg", "v0")], [("y", "y")])
+    big = compact_kernel((c.PARALLEL_MIN_ELEMENTS,), [(c.PARALLEL_MIN_ELEMENTS,)], [("y", "neg", "v0")], [("y", "y")])
+    small = compact_kernel((8,), [(8,)], [("y", "neg", "v0")], [("y", "y")])
     assert c.compile_kernel(big).threads == c.available_threads() and c.compile_kernel(small).threads == 1
 
 
 @pytest.mark.parametrize("shape, reduce", [((3, 0), "sum"), ((3, 0), "mean"), ((0, 4), "sum"), ((0,), None)])
 def test_empty_iteration_spaces(shape, reduce):
-    kernel = _kernel(shape, [shape], [("e", "exp", "v0")], [("y", "e")] + ([("r", "e", reduce)] if reduce else []))
+    kernel = compact_kernel(shape, [shape], [("e", "exp", "v0")], [("y", "e")] + ([("r", "e", reduce)] if reduce else []))
     inputs = random_inputs(kernel, 0)
     for g, e in zip(run(kernel, inputs), evaluate(kernel, *inputs)):
         torch.testing.assert_close(g, e, equal_nan=True)
@@ -204,7 +196,7 @@ def test_concurrent_compiles_of_one_kernel_all_succeed():
     """Several compiles racing on one cache entry (threads here, processes in real life) each build
     in a private folder and rename into place, so none reads a half-written file."""
     from concurrent.futures import ThreadPoolExecutor
-    kernel = _kernel((5,), [(5,)], [("c", "cos", "v0")], [("y", "c")])
+    kernel = compact_kernel((5,), [(5,)], [("c", "cos", "v0")], [("y", "c")])
     source = c.c_source(kernel) + "\n/* not compiled before */\n"
     with ThreadPoolExecutor(4) as pool:
         compiled = list(pool.map(lambda _: c.CompiledCKernel(kernel, source), range(4)))
@@ -220,6 +212,6 @@ def test_unwritable_cache_dir_raises_compiler_unavailable(monkeypatch, tmp_path)
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")
     monkeypatch.setenv("TENSORCRAFT_CACHE_DIR", str(blocker / "cache"))
-    kernel = _kernel((3,), [(3,)], [("y", "sin", "v0")], [("y", "y")])
+    kernel = compact_kernel((3,), [(3,)], [("y", "sin", "v0")], [("y", "y")])
     with pytest.raises(c.CompilerUnavailable, match="TENSORCRAFT_CACHE_DIR"):
         c.compile_kernel(kernel)

@@ -13,7 +13,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kernel_cases import assert_matches, empty_outputs, kernels, random_inputs
+from kernel_cases import assert_matches, compact_kernel, empty_outputs, kernels, random_inputs
 
 from tensorcraft.compiler.codegen import triton as triton_codegen
 from tensorcraft.compiler.codegen.kernel import BINARY, DTYPES, UNARY, Buffer, Kernel, Output, Stmt, evaluate
@@ -41,14 +41,6 @@ def test_random_kernels_match_eager(kernel, seed):
     assert_matches(kernel, run(kernel, inputs), evaluate(kernel, *inputs))
 
 
-def _kernel(shape, input_shapes, ops, outputs, dtype="float32"):
-    """A kernel from a compact description: loads of each input, then ops as (name, op, args)."""
-    stmts = [Stmt(f"v{i}", "load", (f"x{i}",)) for i in range(len(input_shapes))]
-    stmts += [Stmt(name, op, tuple(args)) for name, op, *args in ops]
-    inputs = tuple(Buffer(f"x{i}", s) for i, s in enumerate(input_shapes))
-    return Kernel("k", shape, inputs, tuple(stmts), tuple(Output(*o) for o in outputs), dtype)
-
-
 @pytest.mark.parametrize("shape, input_shapes, reduce", [
     ((2, 2500), [(2, 2500), (1, 2500)], True),       # rows longer than one chunk, ragged last chunk
     ((3, 1, 700), [(3, 1, 700), (3, 1, 1)], True),    # a broadcast along the reduced axis
@@ -56,7 +48,7 @@ def _kernel(shape, input_shapes, ops, outputs, dtype="float32"):
 ])
 def test_several_programs_and_chunks(shape, input_shapes, reduce):
     outputs = [("y", "e"), ("r", "s", "sum"), ("m", "e", "min"), ("a", "s", "mean")] if reduce else [("y", "e")]
-    kernel = _kernel(shape, input_shapes, [("s", "mul", "v0", "v1"), ("e", "tanh", "s")], outputs)
+    kernel = compact_kernel(shape, input_shapes, [("s", "mul", "v0", "v1"), ("e", "tanh", "s")], outputs)
     inputs = random_inputs(kernel, 1, DEVICE)
     assert_matches(kernel, run(kernel, inputs), evaluate(kernel, *inputs))
 
@@ -70,7 +62,7 @@ def test_every_op_over_its_whole_domain(dtype):
     x = torch.cat([torch.linspace(-6, 6, 61, dtype=torch.float64), torch.tensor(SPECIAL_VALUES, dtype=torch.float64)])
     xs = torch.cartesian_prod(x, x).to(DTYPES[dtype]).T.contiguous().to(DEVICE)
     ops = [(f"u_{op}", op, "v0") for op in sorted(UNARY)] + [(f"b_{op}", op, "v0", "v1") for op in sorted(BINARY)]
-    kernel = _kernel(tuple(xs[0].shape), [tuple(xs[0].shape)] * 2, ops, [(name, name) for name, *_ in ops], dtype)
+    kernel = compact_kernel(tuple(xs[0].shape), [tuple(xs[0].shape)] * 2, ops, [(name, name) for name, *_ in ops], dtype)
     got, expected = run(kernel, [xs[0], xs[1]]), evaluate(kernel, xs[0], xs[1])
     tol = 2e-6 if dtype == "float32" else 1e-13
     for (name, *_), g, e in zip(ops, got, expected):
@@ -78,7 +70,7 @@ def test_every_op_over_its_whole_domain(dtype):
 
 
 def test_nan_propagates_like_torch():
-    kernel = _kernel((2, 3), [(2, 3), (2, 3)],
+    kernel = compact_kernel((2, 3), [(2, 3), (2, 3)],
                      [("r", "relu", "v0"), ("m", "maximum", "v1", "v0"), ("n", "minimum", "v0", "v1")],
                      [("r", "r"), ("m", "m"), ("n", "n"), ("hi", "v0", "max"), ("lo", "v0", "min")])
     x = torch.tensor([[1.0, float("nan"), -2.0], [0.5, -1.0, 3.0]], device=DEVICE)
@@ -88,7 +80,7 @@ def test_nan_propagates_like_torch():
 
 
 def test_source_is_a_readable_module_kept_in_the_cache_dir():
-    kernel = _kernel((4, 8), [(4, 8), (4, 1)], [("d", "sub", "v0", "v1"), ("e", "exp", "d")], [("y", "e"), ("s", "e", "sum")])
+    kernel = compact_kernel((4, 8), [(4, 8), (4, 1)], [("d", "sub", "v0", "v1"), ("e", "exp", "d")], [("y", "e"), ("s", "e", "sum")])
     compiled = triton_codegen.compile_kernel(kernel)
     assert "@triton.jit" in compiled.source and "tl.sum(" in compiled.source and "def launch(" in compiled.source
     files = list((triton_codegen.cache_dir() / "triton").glob("*.py"))
@@ -97,7 +89,7 @@ def test_source_is_a_readable_module_kept_in_the_cache_dir():
 
 @pytest.fixture(scope="module")
 def add_kernel():
-    kernel = _kernel((2, 3), [(2, 3), (1, 3)], [("s", "add", "v0", "v1")], [("y", "s")])
+    kernel = compact_kernel((2, 3), [(2, 3), (1, 3)], [("s", "add", "v0", "v1")], [("y", "s")])
     return triton_codegen.compile_kernel(kernel)
 
 
@@ -117,7 +109,7 @@ def test_bad_arguments_get_clear_errors(add_kernel, make_args, error, message):
 @pytest.mark.skipif(DEVICE != "cpu", reason="checks the CPU-without-interpreter message; here kernels run on CUDA")
 def test_cpu_tensors_without_the_interpreter_are_refused(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    kernel = _kernel((3,), [(3,)], [("y", "neg", "v0")], [("y", "y")])
+    kernel = compact_kernel((3,), [(3,)], [("y", "neg", "v0")], [("y", "y")])
     compiled = triton_codegen.compile_kernel(kernel)
     assert not compiled.interpreted
     with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
@@ -126,7 +118,7 @@ def test_cpu_tensors_without_the_interpreter_are_refused(monkeypatch):
 
 @pytest.mark.parametrize("shape, reduce", [((3, 0), "sum"), ((3, 0), "mean"), ((0, 4), "sum"), ((0,), None)])
 def test_empty_iteration_spaces(shape, reduce):
-    kernel = _kernel(shape, [shape], [("e", "exp", "v0")], [("y", "e")] + ([("r", "e", reduce)] if reduce else []))
+    kernel = compact_kernel(shape, [shape], [("e", "exp", "v0")], [("y", "e")] + ([("r", "e", reduce)] if reduce else []))
     inputs = random_inputs(kernel, 0, DEVICE)
     for g, e in zip(run(kernel, inputs), evaluate(kernel, *inputs)):
         torch.testing.assert_close(g, e, equal_nan=True)
