@@ -22,6 +22,7 @@ _PUBLIC = {
     "parse_shape": "tensorcraft.einops.ops",
     "EinopsError": "tensorcraft.einops.errors",
     "compile": "tensorcraft.compiler.api",
+    "substitute": "tensorcraft.stages",
 }
 
 __all__ = sorted(_PUBLIC)
