@@ -17,6 +17,7 @@ from tensorcraft.einops.named_einsum import einsum, einsum_equation
 from tensorcraft.einops.packing import pack, unpack
 from tensorcraft.einops.pattern import ELLIPSIS, AnonymousAxis, parse_expression
 from tensorcraft.einops.recipe import check_operation, make_plan, make_recipe
+from tensorcraft.stages import substitutions_active
 
 __all__ = ["rearrange", "reduce", "repeat", "parse_shape", "pack", "unpack", "einsum",
            "einsum_equation", "EinopsError"]
@@ -65,10 +66,13 @@ def transform(tensor: Tensor | list[Tensor], pattern: str, operation: Reduction,
         raise EinopsError(f"{describe_call(operation, pattern, None, axes_lengths)}: expected a numpy "
                           f"array or a torch tensor, got {type(tensor).__name__}") from None
     lengths = tuple(axes_lengths.items()) if axes_lengths else ()
-    try:
-        steps = steps_for(pattern, operation, type(tensor), shape, lengths)
-    except TypeError:  # something unhashable (symbolic sizes, a list as a length...): no cache
+    if substitutions_active():  # a learner's stage is in: plan afresh, the cache holds the library's plans
         steps = steps_for.__wrapped__(pattern, operation, type(tensor), shape, lengths)
+    else:
+        try:
+            steps = steps_for(pattern, operation, type(tensor), shape, lengths)
+        except TypeError:  # something unhashable (symbolic sizes, a list as a length...): no cache
+            steps = steps_for.__wrapped__(pattern, operation, type(tensor), shape, lengths)
     for step, argument in steps:
         tensor = step(tensor, argument)
     return tensor

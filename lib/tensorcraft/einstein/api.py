@@ -26,6 +26,7 @@ import torch
 from tensorcraft.einstein.lower import PairPlan, SinglePlan, plan_pair, plan_single, run_pair, run_single
 from tensorcraft.einstein.parse import EinsumError, Equation, parse_equation, split_arguments
 from tensorcraft.einstein.path import Optimize, Path, checked_optimize, find_path
+from tensorcraft.stages import substitutions_active
 
 DEFAULT_OPTIMIZE = "auto"  # exhaustive ('optimal') up to 6 operands, greedy beyond: the plan is cached, so search once
 
@@ -167,7 +168,8 @@ def einsum(*args: Any, optimize: Optimize = DEFAULT_OPTIMIZE) -> Any:
     if not isinstance(optimize, str):  # a path becomes a tuple of tuples: the cache key must be hashable
         optimize = checked_optimize(optimize)
     # a list, not a generator: torch.compile (Dynamo) cannot pass a generator to the cached planner
-    plan = cached_plan(equation, tuple([t.shape for t in tensors]), optimize)
+    # while a learner's stage is substituted in, plan afresh: the cache holds the library's plans
+    plan = (build_plan if substitutions_active() else cached_plan)(equation, tuple([t.shape for t in tensors]), optimize)
     dtype = tensors[0].dtype
     if dtype == torch.bool:  # no bool matmul: count in int64, then "any term true"
         out = run_plan(plan, [t.to(torch.int64) for t in tensors]) != 0
