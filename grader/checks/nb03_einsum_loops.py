@@ -133,7 +133,7 @@ EINSUM_LOOPS = Exercise(
     call=_definition_through_library,
     extra_hints={
         IndexError: "an index is out of range: a dimension of size 1 that broadcasts against a larger size "
-                    "must be read at index 0, and a label's size is the largest size it has anywhere",
+                    "must be read at index 0, and the label runs over its size where it is not 1",
         RecursionError: "your function calls the library's einsum_loops, which, while the check runs, is your "
                         "own function again: write the loops yourself",
     },
@@ -312,7 +312,7 @@ COUNT_ITERATIONS = Exercise(
     public=_count_public,
     hidden=_count_hidden,
     hint="the loops run once per combination of label values: multiply the sizes of all the "
-         "labels, each label once, with its broadcast size (the largest it has)",
+         "labels, each label once, with its broadcast size (its size where it is not 1)",
     forbidden=("torch.einsum", "numpy.einsum", "tensorcraft.einsum", "opt_einsum.contract_path",
                "tensorcraft.einstein.parse.parse_equation", "tensorcraft.einstein.path.contract_path",
                "tensorcraft.einstein.loops.count_iterations.library"),

@@ -29,22 +29,24 @@ def _sizes(terms, operands, broadcast=True):
 
 
 def _read(op, term, value):
-    return op[tuple(0 if size == 1 else value[label] for label, size in zip(term, op.shape))]
+    return op[tuple(0 if size == 1 else value.get(label, 0) for label, size in zip(term, op.shape))]
 
 
 def _loops(equation, operands, *, output=None, assign=False, dtype="same", read=_read, broadcast=True,
-           terms=None):
+           terms=None, start=1, first_operand_only=False):
     """The definition with one knob per mistake."""
     given, out_labels = _split(equation)
     terms = terms or given
     output = out_labels if output is None else output
     sizes = _sizes(terms, operands, broadcast)
     labels = list(output) + [c for c in sizes if c not in output]
+    if first_operand_only:
+        labels = list(dict.fromkeys(list(output) + [c for c in terms[0] if c not in output]))
     kind = operands[0].dtype if dtype == "same" else dtype
     out = torch.zeros([sizes[c] for c in output], dtype=kind, device=operands[0].device)
     for point in itertools.product(*(range(sizes[c]) for c in labels)):
         value = dict(zip(labels, point))
-        product = 1
+        product = start
         for op, term in zip(operands, terms):
             product = product * read(op, term, value)
         where = tuple(value[c] for c in output)
@@ -98,10 +100,22 @@ def einsum_ignores_diagonals(equation, *operands):
     return _loops(equation, operands, terms=renamed)
 
 
-@mutant(E, hint="a dimension of size 1 broadcasts: the label's size is the largest size it has in any "
-        "operand, and the size-1 operand is read at index 0 for every value")
+@mutant(E, hint="a dimension of size 1 broadcasts: the label runs over its size in the operands where it is "
+        "not 1, and the size-1 operand is read at index 0 for every value")
 def einsum_size_from_first_operand(equation, *operands):
     return _loops(equation, operands, broadcast=False)
+
+
+@mutant(E, hint="a product starts at 1, not 0: product = 1, then product = product * entry for each operand "
+        "(starting at 0 makes every product 0)")
+def einsum_product_starts_at_zero(equation, *operands):
+    return _loops(equation, operands, start=0)
+
+
+@mutant(E, hint="every label of every operand needs a loop: a label that appears only in a later operand, and "
+        "not in the output, is summed too (in 'ij,jk,kl->il', the k loop)")
+def einsum_loops_over_first_operand_only(equation, *operands):
+    return _loops(equation, operands, first_operand_only=True)
 
 
 @mutant(E, hint="the running total must start from zero for every entry of the result: yours goes on "
@@ -126,7 +140,8 @@ def einsum_accumulator_not_reset(equation, *operands):
 # ---------------------------------------------------------------- exercise 2: loop_code
 
 
-def _source(equation, shapes, *, output=None, op="+=", zeros=None, broadcast=True, summed_loops=True, body=None):
+def _source(equation, shapes, *, output=None, op="+=", zeros=None, broadcast=True, summed_loops=True, body=None,
+            zeros_inside=False):
     terms, out_labels = _split(equation)
     output = out_labels if output is None else output
     sizes = {}
@@ -141,6 +156,8 @@ def _source(equation, shapes, *, output=None, op="+=", zeros=None, broadcast=Tru
     for c in list(output) + (summed if summed_loops else []):
         lines.append(f"{indent}for {c} in range({sizes[c]}):")
         indent += "    "
+        if zeros_inside and len(indent) == 8:
+            lines.append(indent + lines[3].strip())
 
     def index(term, shape):
         parts = ["0" if broadcast and d == 1 else c for c, d in zip(term, shape)]
@@ -190,6 +207,12 @@ def code_without_summed_loops(equation, *shapes):
     return _source(equation, shapes, summed_loops=False)
 
 
+@mutant(C, hint="create the zero result once, before the loops: created inside a loop, it is emptied again "
+        "at every value of that loop's label and keeps only the last ones")
+def code_zeros_inside_the_loops(equation, *shapes):
+    return _source(equation, shapes, zeros_inside=True)
+
+
 # ---------------------------------------------------------------- exercise 3: count_iterations
 
 
@@ -233,6 +256,14 @@ def count_sum_of_sizes(equation, *shapes):
         "size in the first operand that has it")
 def count_first_size(equation, *shapes):
     return math.prod(_label_sizes(equation, shapes, broadcast=False).values())
+
+
+@mutant(N, hint="every label of every operand has a loop, also a summed label that only a later operand has "
+        "(in 'ij,jk,kl->il', the k loop)")
+def count_first_operand_and_output(equation, *shapes):
+    terms, output = _split(equation)
+    sizes = _label_sizes(equation, shapes)
+    return math.prod(sizes[c] for c in set(terms[0]) | set(output))
 
 
 @mutant(N, hint="count the iterations of the innermost statement, not the multiplications in it")
