@@ -309,8 +309,14 @@ print(torch.equal(generated(A, B), torch.einsum("ij,jk->ik", A, B)))
 #   dimension of size 1 that broadcasts.
 #
 # `equation` is as in exercise 1 (explicit, letters only); `shapes` are tuples of ints. A 0-d
-# operand or result is indexed with `[()]`, and a 1-d one with a trailing comma, `[i,]`.
+# operand or result is indexed with `[()]`, and a 1-d one may be written with a trailing comma,
+# `[i,]`, so that every index can be printed the same way:
 #
+# %%
+v, scalar = torch.tensor([10, 20, 30]), torch.tensor(7)
+print(v[1,], v[(1,)], scalar[()])
+
+# %% [markdown]
 # **Forbidden**, in the generated source: any name `einsum`, `matmul`, `bmm`, `mm`, `mv`, `dot`,
 # `tensordot`, `sum`, `prod`, `diagonal`, `diag`, `trace` (and a few more of the kind), the `@`
 # operator, and imports other than the three above; the functions of exercise 1 are forbidden
@@ -387,12 +393,15 @@ for n in (2, 4, 8):
 # %% [markdown]
 # The output does not change the count: `ij,jk->ijk` and `ij,jk->ik` run the same loops; only where
 # the products go differs. Summing products of ones over every label counts the points, which
-# is how the check gets its ground truth from `torch.einsum`:
+# is how the check gets its ground truth from `torch.einsum`. A dimension of size 0 is a loop
+# that runs 0 times, so nothing runs at all:
 
 # %%
 ones = torch.ones(2, 3, dtype=torch.int64), torch.ones(3, 4, dtype=torch.int64)
 print(torch.einsum("ij,jk->", *ones), loops.count_iterations.library("ij,jk->ijk", (2, 3), (3, 4)),
       loops.count_iterations.library("ij,jk->ik", (2, 3), (3, 4)))
+empty = torch.ones(2, 0, dtype=torch.int64), torch.ones(0, 3, dtype=torch.int64)
+print(torch.einsum("ij,jk->", *empty), loops.count_iterations.library("ij,jk->ik", (2, 0), (0, 3)))
 
 # %% [markdown]
 # Write `count_iterations(equation, *shapes)`: the number of times the loops of `equation` (explicit,
@@ -517,6 +526,14 @@ for n, loop_s, einsum_s in zip(sizes, timings["generated loops (torch entries)"]
 #   matmul `A[b][i][k] * B[b][k][k]` (section 3): every operand is indexed by its own labels,
 #   `A[b][i][j] * B[b][j][k]`.
 #
+# Two of them in a cell: the output order is the written one, and `torch.zeros` without a dtype
+# is float32.
+
+# %%
+print("ij->ji is the transpose:", torch.equal(torch.einsum("ij->ji", A), A.T))
+print("torch.zeros(2).dtype =", torch.zeros(2).dtype, "| with dtype=A.dtype:", torch.zeros(2, dtype=A.dtype).dtype)
+
+# %% [markdown]
 # The checks' full list, for exercise 1:
 
 # %%
