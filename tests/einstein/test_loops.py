@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import tensorcraft
@@ -54,7 +54,6 @@ def test_einsum_by_definition_equals_numpy_einsum_for_numpy_input(case, dtype):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
-@settings(max_examples=60)
 @given(tiny)
 def test_generated_loop_code_runs_and_equals_torch_einsum(case):
     tensors = case.tensors(np.random.default_rng(3))
