@@ -1,0 +1,39 @@
+"""Notebook 03's checks: the 'is it loops' reader of generated source, and the count's ground truth."""
+import pytest
+import torch
+from hypothesis import given
+
+from einstein_cases import cases
+from grader.checks.nb03_einsum_loops import (NotLoopsError, _count_reference, random_equation,
+                                              require_loops)
+from tensorcraft.einstein.loops import count_iterations, loop_code
+
+explicit_letters = cases(max_operands=3, max_size=3, max_labels=3, ellipsis=False, spaces=False)
+
+
+@given(explicit_letters)
+def test_the_library_generator_passes_the_loop_reader(case):
+    equation = case.equation if "->" in case.equation else case.equation + "->"
+    require_loops(loop_code(equation, *case.shapes), equation)
+
+
+@pytest.mark.parametrize("body, why", [
+    ("return torch.einsum('ij,jk->ik', op0, op1)", "einsum"),
+    ("return op0 @ op1", "@ operator"),
+    ("return torch.matmul(op0, op1)", "matmul"),
+    ("import numpy\n    return op0", "imports 'numpy'"),
+    ("import opt_einsum\n    return op0", "imports 'opt_einsum'"),
+    ("return (op0[:, :, None] * op1[None]).sum(1)", "'sum'"),
+    ("out = torch.zeros(2, 4)\n    for i in range(2):\n        out[i] = op0[i] * op1[0]\n    return out", "1 for loop"),
+])
+def test_the_loop_reader_rejects_what_is_not_loops(body, why):
+    source = f"import torch\n\ndef einsum_loops_generated(op0, op1):\n    {body}\n"
+    with pytest.raises(NotLoopsError, match=why):
+        require_loops(source, "ij,jk->ik")
+
+
+def test_the_count_reference_agrees_with_the_library_on_random_equations():
+    g = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        equation, shapes = random_equation(g, max_points=500)
+        assert _count_reference(equation, *shapes) == count_iterations(equation, *shapes)
