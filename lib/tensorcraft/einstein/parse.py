@@ -22,8 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tensorcraft.einstein import infer
-from tensorcraft.einstein.infer import ELLIPSIS_PREFIX, is_ellipsis_label
+from tensorcraft.einstein.infer import ELLIPSIS_PREFIX, infer_output, is_ellipsis_label
 
 ELLIPSIS = "..."
 ARROW = "->"
@@ -227,7 +226,7 @@ def _inferred_output(equation: str, terms: tuple[Term, ...]) -> Term:
     """Ask the implicit-output stage for the output of an equation without '->', and read its answer
     as if it had been written after '->' (an answer that is no valid output raises EinsumError)."""
     inputs = ",".join(map(str, terms))
-    answer = infer.infer_output(inputs)
+    answer = infer_output(inputs)  # the stage: a substitute, when one is in force
     if not isinstance(answer, str):
         raise EinsumError(f"einsum(): the implicit-output stage infer_output({inputs!r}) returned "
                           f"{answer!r}, not a string of output subscripts such as 'ik' or '...ik'")
