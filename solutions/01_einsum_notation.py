@@ -147,7 +147,7 @@ for ax, (title, matrix, mark) in zip(axes, [
         ("C[i, k] = Σ_j A[i, j] · B[j, k]", C_small, lambda r, c: (r, c) == (i, k))]):
     rows, cols = matrix.shape
     ax.imshow([[1.0 if mark(r, c) else 0.15 for c in range(cols)] for r in range(rows)],
-              cmap="Oranges", vmin=0, vmax=1.3)
+              cmap="Oranges", vmin=0, vmax=2.0)
     for r in range(rows):
         for c in range(cols):
             ax.text(c, r, f"{matrix[r, c]:g}", ha="center", va="center")
