@@ -140,21 +140,41 @@ def check_infer_output(infer_output, hidden: bool = False) -> None:
 # ---------------------------------------------------------------- exercise 2: validate_equation
 
 
-def _torch_validate(equation: str, ndims: tuple[int, ...]) -> None:
-    """Run torch.einsum on operands of ``ndims`` dimensions, every size 2: it raises when the equation is bad."""
-    _torch_einsum(equation, *[torch.zeros((2,) * n) for n in ndims])
+ACCEPTED = "accepted (returned None)"
+REJECTED = "rejected (raised ValueError)"
 
 
-def _torch_rejects(equation: str, ndims: tuple[int, ...]) -> bool:
+def _torch_verdict(equation: str, ndims: tuple[int, ...]) -> str:
+    """torch.einsum on operands of ``ndims`` dimensions, every size 2: does it accept the equation?"""
     try:
-        _torch_validate(equation, ndims)
+        _torch_einsum(equation, *[torch.zeros((2,) * n) for n in ndims])
     except (RuntimeError, ValueError):  # with 3+ operands torch asks opt_einsum first, which raises ValueError
-        return True
-    return False
+        return REJECTED
+    return ACCEPTED
+
+
+def run_validator(learner_fn: Callable[..., Any], *args: Any) -> Any:
+    """The learner's verdict, in the reference's terms: a ValueError is a rejection, None an acceptance.
+
+    Comparing verdicts (rather than expecting an exception) lets a wrong verdict be diagnosed by the
+    mutants, e.g. "you removed all spaces first" for a validator that accepts 'ij- >ji'."""
+    try:
+        result = learner_fn(*args)
+    except ValueError:
+        return REJECTED
+    return ACCEPTED if result is None else result
+
+
+def run_sizes(learner_fn: Callable[..., Any], *args: Any) -> Any:
+    """The learner's dict of sizes, or REJECTED where it raised ValueError (see run_validator)."""
+    try:
+        return learner_fn(*args)
+    except ValueError:
+        return REJECTED
 
 
 def _validation_case(equation: str, ndims: tuple[int, ...], note: str = "") -> Case:
-    return Case((equation, ndims), note, raises=ValueError if _torch_rejects(equation, ndims) else None)
+    return Case((equation, ndims), note)
 
 
 def _validate_public() -> list[Group]:
@@ -169,6 +189,7 @@ def _validate_public() -> list[Group]:
         ]),
         Group("characters torch rejects", [
             c("i1", (2,)), c("i\tj", (2,), "a tab"), c("ij->é", (2,), "a letter outside [a-zA-Z]"),
+            c("éi->ié", (2,), "a letter outside [a-zA-Z], used consistently"),
             c("ij- >ji", (2,), "a space inside '->'"), c("ij->ij->i", (2,), "two arrows"),
             c("ij>ji", (2,)), c("ij-ji", (2,)), c("ij->i,j", (2,), "a comma in the output"),
         ]),
@@ -229,14 +250,15 @@ def _validate_hidden(g: torch.Generator) -> list[Group]:
             break
         equation, ndims = _random_equation(g)
         case = _validation_case(equation, ndims)
-        (rejected if case.raises else accepted).append(case)
+        (rejected if _torch_verdict(equation, ndims) == REJECTED else accepted).append(case)
     return [Group("random equations torch accepts", accepted[:8]),
             Group("random equations torch rejects", rejected[:8])]
 
 
 VALIDATE_EQUATION = Exercise(
     id="nb02_einsum_parsing.validate_equation",
-    reference=_torch_validate,
+    reference=_torch_verdict,
+    call=run_validator,
     public=_validate_public,
     hidden=_validate_hidden,
     hint="go through the rules in order: the characters (letters, ',', spaces, '...', one '->'), the ellipses, "
@@ -253,22 +275,21 @@ def check_validate_equation(validate_equation, hidden: bool = False) -> None:
 # ---------------------------------------------------------------- exercise 3: label_sizes
 
 
-def _torch_label_sizes(equation: str, *shapes: tuple[int, ...]) -> dict[str, int]:
-    """Each letter's size as torch sees it: the length of the one-axis result '<inputs>-><letter>'."""
+def _torch_label_sizes(equation: str, *shapes: tuple[int, ...]) -> dict[str, int] | str:
+    """Each letter's size as torch sees it (the length of the one-axis result '<inputs>-><letter>'),
+    or REJECTED where torch raises for these shapes."""
     inputs = equation.split("->")[0]
     operands = [torch.zeros(s) for s in shapes]
-    _torch_einsum(equation, *operands)   # raises where the sizes do not fit
+    try:
+        _torch_einsum(equation, *operands)
+    except (RuntimeError, ValueError):
+        return REJECTED
     letters = sorted({c for c in inputs if c.isalpha()})
     return {c: _torch_einsum(f"{inputs}->{c}", *operands).shape[0] for c in letters}
 
 
 def _sizes_case(equation: str, *shapes: tuple[int, ...], note: str = "") -> Case:
-    try:
-        _torch_label_sizes(equation, *shapes)
-        raises = None
-    except (RuntimeError, ValueError):
-        raises = ValueError
-    return Case((equation, *shapes), note, raises=raises)
+    return Case((equation, *shapes), note)
 
 
 def _sizes_public() -> list[Group]:
@@ -312,14 +333,16 @@ def _random_sizes_case(g: torch.Generator) -> Case:
 
 def _sizes_hidden(g: torch.Generator) -> list[Group]:
     cases = [_random_sizes_case(g) for _ in range(40)]
-    valid = [c for c in cases if c.raises is None][:8]
-    invalid = [c for c in cases if c.raises is not None][:6]
+    verdicts = [_torch_label_sizes(*case.args) == REJECTED for case in cases]
+    valid = [c for c, rejected in zip(cases, verdicts) if not rejected][:8]
+    invalid = [c for c, rejected in zip(cases, verdicts) if rejected][:6]
     return [Group("random operands that fit", valid), Group("random operands that do not fit", invalid)]
 
 
 LABEL_SIZES = Exercise(
     id="nb02_einsum_parsing.label_sizes",
     reference=_torch_label_sizes,
+    call=run_sizes,
     public=_sizes_public,
     hidden=_sizes_hidden,
     hint="walk through each operand's letters with its shape: one letter per dimension; inside one operand a "

@@ -143,3 +143,14 @@ def attention_softmax_over_queries(q, k, v):
         "before multiplying by v")
 def attention_without_softmax(q, k, v):
     return _attention(q, k, v, 1 / math.sqrt(q.shape[-1]), softmax=False)
+
+
+@mutant("nb01_einsum_notation.attention", hint="divide the scores by sqrt(d); you multiplied by it")
+def attention_multiplied_by_sqrt_d(q, k, v):
+    return _attention(q, k, v, math.sqrt(q.shape[-1]))
+
+
+@mutant("nb01_einsum_notation.attention", hint="the softmax runs over the keys, the last axis of the scores "
+        "(dim=-1); you normalised over another axis (the heads or the batch)")
+def attention_softmax_over_heads(q, k, v):
+    return _attention(q, k, v, 1 / math.sqrt(q.shape[-1]), dim=1)

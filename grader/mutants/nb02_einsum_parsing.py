@@ -47,6 +47,25 @@ def infer_output_drops_ellipsis(inputs):
     return "".join(sorted(_once(inputs)))
 
 
+@mutant("nb02_einsum_parsing.infer_output", hint="a letter used more than once is summed away: keep only the "
+        "letters used exactly once in the whole input side (in 'ij,jk', j is used twice, so the output is 'ik')")
+def infer_output_keeps_every_letter(inputs):
+    return _with_ellipsis(inputs, "".join(sorted(set(inputs.replace(ELLIPSIS, "").replace(",", "")))))
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="commas separate the operands' terms; they are not subscripts: "
+        "remove them (and '...') before counting letters")
+def infer_output_counts_commas(inputs):
+    counts = Counter(inputs.replace(ELLIPSIS, ""))
+    return _with_ellipsis(inputs, "".join(sorted(c for c, n in counts.items() if n == 1)))
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="sort in ascending code-point order, as sorted() does without "
+        "reverse=True: 'ij,jk' gives 'ik'")
+def infer_output_descending(inputs):
+    return _with_ellipsis(inputs, "".join(sorted(_once(inputs), reverse=True)))
+
+
 @mutant("nb02_einsum_parsing.infer_output", hint="count each letter over the whole input side, not operand by "
         "operand: in 'ij,jk' the j appears once in each operand but twice in all, so it is summed")
 def infer_output_counts_per_operand(inputs):
@@ -252,3 +271,34 @@ def label_sizes_diagonal_broadcasts(equation, *shapes):
         "ValueError when it has more or fewer (zip stops at the shorter and hides the problem)")
 def label_sizes_any_rank(equation, *shapes):
     return _sizes(equation, shapes, check_dims=False)
+
+
+@mutant("nb02_einsum_parsing.label_sizes", hint="remove the spaces before reading the letters: 'i j , j k' "
+        "is 'ij,jk' (a space is no subscript and has no dimension)")
+def label_sizes_keeps_spaces(equation, *shapes):
+    terms = equation.split("->")[0].split(",")
+    for term, shape in zip(terms, shapes):
+        if len(term) != len(shape):
+            raise ValueError(f"{term!r} has {len(term)} subscripts for {len(shape)} dimensions")
+    return _sizes(equation, shapes)
+
+
+@mutant("nb02_einsum_parsing.label_sizes", hint="return every letter of the inputs, also those the output "
+        "leaves out (they are summed, but they still have a size): 'ij,jk->ik' gives i, j and k")
+def label_sizes_output_letters_only(equation, *shapes):
+    sizes = _sizes(equation, shapes)
+    _, arrow, output = equation.replace(" ", "").partition("->")
+    return {c: n for c, n in sizes.items() if c in output} if arrow else sizes
+
+
+@mutant("nb02_einsum_parsing.validate_equation", hint="only a-z and A-Z are subscripts: 'é'.isalpha() is True "
+        "in Python, but torch rejects it; test char.isascii() and char.isalpha()")
+def validate_unicode_letters(equation, ndims):
+    _validate(equation.replace("é", "e"), ndims)
+
+
+@mutant("nb02_einsum_parsing.validate_equation", hint="the output follows the same character rules as the inputs: "
+        "in 'ij->ij->i' the output 'ij->i' holds '-' and '>' (a second arrow), which torch rejects")
+def validate_output_characters_unchecked(equation, ndims):
+    lhs, arrow, rhs = equation.partition("->")
+    _validate(lhs + arrow + "".join(c for c in rhs if c.isascii() and c.isalpha() or c in " ."), ndims)
