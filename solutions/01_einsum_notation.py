@@ -125,8 +125,9 @@ same("loops for ii->i", diagonal_by_loops(M), torch.einsum("ii->i", M))
 
 # %% [markdown]
 # Notebook 03 turns this into a function that runs *any* equation as loops. The loops are the
-# definition, and far too slow to use: einsum computes the same numbers with a few fast
-# operations, which notebook 04 builds.
+# definition, not a way to compute: one Python step per product is slow (notebook 03 measures
+# how slow), and einsum computes the same numbers with a few fast operations, which notebook 04
+# builds.
 
 # %% [markdown]
 # ## A picture of `'ij,jk->ik'`
@@ -264,8 +265,8 @@ same("scores bhqd,bhkd->bhqk", torch.einsum("bhqd,bhkd->bhqk", q, k), q @ k.tran
 
 # %% [markdown]
 # The course's library, `tensorcraft`, has its own `tc.einsum`, which you will rebuild stage by
-# stage in the next notebooks. It gives the same results as `torch.einsum` on every equation
-# above:
+# stage in the next notebooks. It gives the same results as `torch.einsum`; here on a selection
+# of the equations above:
 
 # %%
 for equation, operands in [("i,i->", (u, v)), ("ij,jk->ki", (A, B)), ("ii->", (S,)), ("ijk->kij", (X,)),

@@ -142,6 +142,7 @@ implicit = torch.einsum("ijd,jk", A, B)
 print("'ijd,jk' has shape", tuple(implicit.shape))
 print("equal to 'ijd,jk->dik':", torch.equal(implicit, torch.einsum("ijd,jk->dik", A, B)))
 print("shape of 'ijd,jk->idk':", tuple(torch.einsum("ijd,jk->idk", A, B).shape))
+print("numpy agrees: np.einsum('ijd,jk') has shape", np.einsum("ijd,jk", A.numpy(), B.numpy()).shape)
 
 # %% [markdown]
 # **Common mistake.** The article this course grew from says that the letters that are not
