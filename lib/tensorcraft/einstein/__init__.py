@@ -6,7 +6,8 @@
   dimension (ellipsis dimensions get labels "…0", "…1", ...), one broadcast size per label;
   anything that does not fit raises `EinsumError` (a ValueError and a RuntimeError).
 - `infer`: the implicit-output rule (no '->'): labels used exactly once, uppercase before
-  lowercase, ellipsis dimensions first.
+  lowercase, ellipsis dimensions first. `infer_output` is a stage: the parser calls it, and
+  `tensorcraft.substitute(infer_output=f)` runs the pipeline with `f` in its place.
 - `loops`: the definition as loops over every label (`einsum_loops`), and the same loops
   printed as Python source (`loop_code`): the reference the fast path is checked against.
 - `path`: the order of pairwise contractions ('optimal', 'greedy', or left to right), costed
@@ -16,7 +17,7 @@
   torch tensors (any device, autograd) or numpy arrays.
 """
 from tensorcraft.einstein.api import Plan, build_plan, einsum
-from tensorcraft.einstein.infer import implicit_output, infer_output
+from tensorcraft.einstein.infer import infer_output
 from tensorcraft.einstein.loops import einsum_loops, loop_code
 from tensorcraft.einstein.lower import PairPlan, SinglePlan, plan_pair, plan_single, run_pair, run_single
 from tensorcraft.einstein.parse import EinsumError, Equation, parse_equation
@@ -24,6 +25,6 @@ from tensorcraft.einstein.path import PathInfo, contract_path
 
 __all__ = [
     "EinsumError", "Equation", "PairPlan", "PathInfo", "Plan", "SinglePlan", "build_plan", "contract_path",
-    "einsum", "einsum_loops", "implicit_output", "infer_output", "loop_code", "parse_equation", "plan_pair", "plan_single",
+    "einsum", "einsum_loops", "infer_output", "loop_code", "parse_equation", "plan_pair", "plan_single",
     "run_pair", "run_single",
 ]

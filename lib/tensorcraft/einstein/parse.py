@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tensorcraft.einstein.infer import ELLIPSIS_PREFIX, implicit_output, is_ellipsis_label
+from tensorcraft.einstein.infer import ELLIPSIS_PREFIX, infer_output, is_ellipsis_label
 
 ELLIPSIS = "..."
 ARROW = "->"
@@ -210,37 +210,55 @@ def bind(equation: str, terms: tuple[Term, ...], output: Term | None,
         input_labels.append(tuple(labels))
 
     ellipsis_labels = tuple(f"{ELLIPSIS_PREFIX}{k}" for k in range(ellipsis_ndim))
-    if output is None:
-        output_labels = implicit_output([list(labels) for labels in input_labels])
-        letters = "".join(label for label in output_labels if not is_ellipsis_label(label))
-        seen_ellipsis = any(term.ellipsis_at is not None for term in terms)
-        output = Term(letters, 0 if seen_ellipsis else None)
-        implicit = True
-    else:
-        used = set().union(*map(set, input_labels))
-        for char in output.letters:
-            if char not in used:
-                raise EinsumError(
-                    f"einsum(): output subscript {char!r} does not appear in any operand of {equation!r}; "
-                    f"the output may only use subscripts of the inputs"
-                )
-        repeated = sorted({c for c in output.letters if output.letters.count(c) > 1})
-        if repeated:
-            raise EinsumError(
-                f"einsum(): output subscript {repeated[0]!r} appears more than once in {equation!r}; "
-                f"each output subscript must appear once"
-            )
-        labels = list(output.letters)
-        if output.ellipsis_at is not None:
-            labels[output.ellipsis_at : output.ellipsis_at] = ellipsis_labels
-        output_labels = tuple(labels)
-        implicit = False
+    implicit = output is None
+    if implicit:
+        output = _inferred_output(equation, terms)
+    output_labels = _output_labels(equation, output, input_labels, ellipsis_labels, implicit)
     # a label that broadcasts everywhere keeps size 1; every label has a size by now
     return Equation(
         text=equation, inputs=terms, output=output, implicit=implicit, shapes=shapes,
         ellipsis_ndim=ellipsis_ndim, input_labels=tuple(input_labels),
         output_labels=tuple(output_labels), sizes=sizes,
     )
+
+
+def _inferred_output(equation: str, terms: tuple[Term, ...]) -> Term:
+    """Ask the implicit-output stage for the output of an equation without '->', and read its answer
+    as if it had been written after '->' (an answer that is no valid output raises EinsumError)."""
+    inputs = ",".join(map(str, terms))
+    answer = infer_output(inputs)  # the stage: a substitute, when one is in force
+    if not isinstance(answer, str):
+        raise EinsumError(f"einsum(): the implicit-output stage infer_output({inputs!r}) returned "
+                          f"{answer!r}, not a string of output subscripts such as 'ik' or '...ik'")
+    try:
+        return _parse_term(answer, 0, "output", answer)
+    except EinsumError as error:
+        raise EinsumError(f"einsum(): the implicit-output stage infer_output({inputs!r}) returned {answer!r} "
+                          f"for the equation {equation!r}, which is not a valid output: {error}") from None
+
+
+def _output_labels(equation: str, output: Term, input_labels: Sequence[Sequence[str]],
+                   ellipsis_labels: tuple[str, ...], implicit: bool) -> tuple[str, ...]:
+    """The output's labels, after checking that it names each input letter at most once."""
+    where = (f"the output {str(output)!r} that the implicit-output stage infer_output returned for {equation!r}"
+             if implicit else repr(equation))
+    used = set().union(*map(set, input_labels))
+    for char in output.letters:
+        if char not in used:
+            raise EinsumError(
+                f"einsum(): output subscript {char!r} does not appear in any operand of {where}; "
+                f"the output may only use subscripts of the inputs"
+            )
+    repeated = sorted({c for c in output.letters if output.letters.count(c) > 1})
+    if repeated:
+        raise EinsumError(
+            f"einsum(): output subscript {repeated[0]!r} appears more than once in {where}; "
+            f"each output subscript must appear once"
+        )
+    labels = list(output.letters)
+    if output.ellipsis_at is not None:
+        labels[output.ellipsis_at : output.ellipsis_at] = ellipsis_labels
+    return tuple(labels)
 
 
 def parse_equation(equation: str, shapes: Sequence[Sequence[int]]) -> Equation:

@@ -1,0 +1,156 @@
+"""Known-wrong answers to notebook 01's exercises (reading and writing einsum), each with its hint."""
+import math
+
+import torch
+
+from . import mutant
+
+SOLUTION = {
+    "matmul_bt": "ik,jk->ij",
+    "row_dots": "ij,ij->i",
+    "frobenius": "ij,ij->",
+    "scale_columns": "ij,j->ij",
+    "channels_last": "bchw->bhwc",
+    "batched_outer": "bi,bj->bij",
+    "batched_trace": "bii->b",
+    "sum_of_products": "bij,bjk->ik",
+    "attention_output": "bhqk,bhkd->bhqd",
+    "quadratic_forms": "bi,ij,bj->b",
+}
+
+
+def _changed(**edits: str) -> dict[str, str]:
+    return {**SOLUTION, **edits}
+
+
+# ---------------------------------------------------------------- equations
+
+
+@mutant("nb01_einsum_notation.equations", hint="your result is the transpose of the expected one: the letters "
+        "after '->' give the result's axes in order, so swapping the last two swaps rows and columns")
+def equations_transposed():
+    return {name: eq[:-2] + eq[-1] + eq[-2] if len(eq.split("->")[1]) >= 2 else eq for name, eq in SOLUTION.items()}
+
+
+@mutant("nb01_einsum_notation.equations", hint="without '->' einsum infers the output (letters used once, sorted), "
+        "which is not the result you want here: write the output after '->'")
+def equations_implicit():
+    return {name: eq.split("->")[0] for name, eq in SOLUTION.items()}
+
+
+@mutant("nb01_einsum_notation.equations", hint="you kept an axis that must be summed: every letter written after "
+        "'->' stays in the result; leave out the letters to sum over")
+def equations_keep_summed():
+    return _changed(row_dots="ij,ij->ij", frobenius="ij,ij->ij", sum_of_products="bij,bjk->bik",
+                    quadratic_forms="bi,ij,bj->bij", matmul_bt="ik,jk->ijk")
+
+
+@mutant("nb01_einsum_notation.equations", hint="a letter left out after '->' is summed over: keep the batch "
+        "letter b in the output when the result has one value per batch entry")
+def equations_sum_batch():
+    return _changed(batched_trace="bii->", batched_outer="bi,bj->ij", quadratic_forms="bi,ij,bj->",
+                    attention_output="bhqk,bhkd->hqd")
+
+
+@mutant("nb01_einsum_notation.equations", hint="the letters after '->' name the input axes in their new order: "
+        "permute(0, 2, 3, 1) puts axes b, h, w, c; you wrote the inverse permutation")
+def equations_inverse_permutation():
+    return _changed(channels_last="bchw->bwch")
+
+
+@mutant("nb01_einsum_notation.equations", hint="the trace adds only the diagonal: write the same letter twice "
+        "('bii'); different letters ('bij') add every entry of each matrix")
+def equations_trace_sums_everything():
+    return _changed(batched_trace="bij->b")
+
+
+@mutant("nb01_einsum_notation.equations", hint="multiplying column j by v[j] sums nothing: keep both letters, "
+        "'ij,j->ij' ('ij,j->i' is the matrix-vector product)")
+def equations_scale_is_matvec():
+    return _changed(scale_columns="ij,j->i")
+
+
+# ---------------------------------------------------------------- output_shape
+
+
+def _sizes(equation: str, shapes) -> dict[str, int]:
+    inputs = equation.replace(" ", "").split("->")[0]
+    return {c: n for term, shape in zip(inputs.split(","), shapes) for c, n in zip(term, shape)}
+
+
+@mutant("nb01_einsum_notation.output_shape", hint="the result's axes follow the letters after '->' in the "
+        "order written there, not the order in which they first appear in the inputs")
+def output_shape_order_of_appearance(equation, *shapes):
+    sizes = _sizes(equation, shapes)
+    out = equation.replace(" ", "").split("->")[1]
+    return tuple(n for c, n in sizes.items() if c in out)
+
+
+@mutant("nb01_einsum_notation.output_shape", hint="letters left out after '->' are summed over: they have "
+        "no axis in the result")
+def output_shape_all_letters(equation, *shapes):
+    return tuple(_sizes(equation, shapes).values())
+
+
+@mutant("nb01_einsum_notation.output_shape", hint="keep the letters after '->' in the order written; "
+        "sorting them gives the shape of another equation")
+def output_shape_sorted(equation, *shapes):
+    sizes = _sizes(equation, shapes)
+    return tuple(sizes[c] for c in sorted(equation.replace(" ", "").split("->")[1]))
+
+
+@mutant("nb01_einsum_notation.output_shape", hint="'->' is written, so the result's axes are exactly the "
+        "letters after it; the implicit rule (letters used once) applies only without '->'")
+def output_shape_implicit(equation, *shapes):
+    inputs = equation.replace(" ", "").split("->")[0]
+    sizes = _sizes(equation, shapes)
+    return tuple(sizes[c] for c in sorted(c for c in sizes if inputs.count(c) == 1))
+
+
+# ---------------------------------------------------------------- attention
+
+
+def _attention(q, k, v, scale, dim=-1, softmax=True):
+    scores = torch.einsum("bhqd,bhkd->bhqk", q, k) * scale
+    weights = torch.softmax(scores, dim=dim) if softmax else scores
+    return torch.einsum("bhqk,bhkd->bhqd", weights, v)
+
+
+@mutant("nb01_einsum_notation.attention", hint="divide the scores by sqrt(d), the square root of the "
+        "feature size q.shape[-1], before the softmax")
+def attention_unscaled(q, k, v):
+    return _attention(q, k, v, 1.0)
+
+
+@mutant("nb01_einsum_notation.attention", hint="the scale is 1 / sqrt(d), not 1 / d")
+def attention_scaled_by_d(q, k, v):
+    return _attention(q, k, v, 1 / q.shape[-1])
+
+
+@mutant("nb01_einsum_notation.attention", hint="scale by the square root of the feature size d = q.shape[-1], "
+        "not of the number of keys k.shape[-2]")
+def attention_scaled_by_keys(q, k, v):
+    return _attention(q, k, v, 1 / math.sqrt(k.shape[-2]))
+
+
+@mutant("nb01_einsum_notation.attention", hint="the softmax runs over the keys (the last axis of the scores "
+        "'bhqk'): each query's weights sum to 1; you normalised over the queries")
+def attention_softmax_over_queries(q, k, v):
+    return _attention(q, k, v, 1 / math.sqrt(q.shape[-1]), dim=-2)
+
+
+@mutant("nb01_einsum_notation.attention", hint="turn the scores into weights with a softmax over the keys "
+        "before multiplying by v")
+def attention_without_softmax(q, k, v):
+    return _attention(q, k, v, 1 / math.sqrt(q.shape[-1]), softmax=False)
+
+
+@mutant("nb01_einsum_notation.attention", hint="divide the scores by sqrt(d); you multiplied by it")
+def attention_multiplied_by_sqrt_d(q, k, v):
+    return _attention(q, k, v, math.sqrt(q.shape[-1]))
+
+
+@mutant("nb01_einsum_notation.attention", hint="the softmax runs over the keys, the last axis of the scores "
+        "(dim=-1); you normalised over another axis (the heads or the batch)")
+def attention_softmax_over_heads(q, k, v):
+    return _attention(q, k, v, 1 / math.sqrt(q.shape[-1]), dim=1)

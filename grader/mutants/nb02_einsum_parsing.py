@@ -1,0 +1,304 @@
+"""Known-wrong answers to notebook 02's exercises (how einsum reads an equation), each with its hint."""
+from collections import Counter
+
+from . import mutant
+
+ELLIPSIS = "..."
+
+# ---------------------------------------------------------------- infer_output
+
+
+def _once(inputs: str) -> list[str]:
+    counts = Counter(inputs.replace(ELLIPSIS, "").replace(",", ""))
+    return [c for c, n in counts.items() if n == 1]   # in order of first appearance
+
+
+def _with_ellipsis(inputs: str, letters: str) -> str:
+    return (ELLIPSIS if ELLIPSIS in inputs else "") + letters
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="torch does not keep the letters in their order of appearance: "
+        "it sorts them by code point, so 'ijd,jk' gives 'dik', not 'idk'")
+def infer_output_order_of_appearance(inputs):
+    return _with_ellipsis(inputs, "".join(_once(inputs)))
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="sort by code point: every uppercase letter comes before every "
+        "lowercase one ('Ab' gives 'Ab' and 'aB' gives 'Ba'); you put lowercase letters first")
+def infer_output_lowercase_first(inputs):
+    return _with_ellipsis(inputs, "".join(sorted(_once(inputs), key=lambda c: (c.isupper(), c))))
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="sorting without regard to case is not code-point order: "
+        "'Z' (code point 90) comes before 'a' (97), so 'aZ' gives 'Za'; use plain sorted()")
+def infer_output_case_insensitive(inputs):
+    return _with_ellipsis(inputs, "".join(sorted(_once(inputs), key=lambda c: (c.lower(), c))))
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="the ellipsis dimensions come first in an implicit output: "
+        "'...ij,...jk' gives '...ik', not 'ik...'")
+def infer_output_ellipsis_last(inputs):
+    return "".join(sorted(_once(inputs))) + (ELLIPSIS if ELLIPSIS in inputs else "")
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="when an operand has '...', its dimensions stay in the output: "
+        "start the output with '...'")
+def infer_output_drops_ellipsis(inputs):
+    return "".join(sorted(_once(inputs)))
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="a letter used more than once is summed away: keep only the "
+        "letters used exactly once in the whole input side (in 'ij,jk', j is used twice, so the output is 'ik')")
+def infer_output_keeps_every_letter(inputs):
+    return _with_ellipsis(inputs, "".join(sorted(set(inputs.replace(ELLIPSIS, "").replace(",", "")))))
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="commas separate the operands' terms; they are not subscripts: "
+        "remove them (and '...') before counting letters")
+def infer_output_counts_commas(inputs):
+    counts = Counter(inputs.replace(ELLIPSIS, ""))
+    return _with_ellipsis(inputs, "".join(sorted(c for c, n in counts.items() if n == 1)))
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="sort in ascending code-point order, as sorted() does without "
+        "reverse=True: 'ij,jk' gives 'ik'")
+def infer_output_descending(inputs):
+    return _with_ellipsis(inputs, "".join(sorted(_once(inputs), reverse=True)))
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="count each letter over the whole input side, not operand by "
+        "operand: in 'ij,jk' the j appears once in each operand but twice in all, so it is summed")
+def infer_output_counts_per_operand(inputs):
+    keep = set()
+    for term in inputs.replace(ELLIPSIS, "").split(","):
+        keep |= {c for c, n in Counter(term).items() if n == 1}
+    return _with_ellipsis(inputs, "".join(sorted(keep)))
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="a letter written twice inside one operand counts twice: 'ii' "
+        "gives '' (the trace, a scalar), not 'i'; count letters, not the operands they appear in")
+def infer_output_counts_operands(inputs):
+    counts = Counter(c for term in inputs.replace(ELLIPSIS, "").split(",") for c in set(term))
+    return _with_ellipsis(inputs, "".join(sorted(c for c, n in counts.items() if n == 1)))
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="a letter that appears three times is summed too: keep only "
+        "the letters used exactly once ('ab,ab,ab' gives '')")
+def infer_output_odd_counts(inputs):
+    counts = Counter(inputs.replace(ELLIPSIS, "").replace(",", ""))
+    return _with_ellipsis(inputs, "".join(sorted(c for c, n in counts.items() if n % 2 == 1)))
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="return a string of subscripts such as '...ik', not a list "
+        "of letters: join them with ''.join(...)")
+def infer_output_returns_list(inputs):
+    return ([ELLIPSIS] if ELLIPSIS in inputs else []) + sorted(_once(inputs))
+
+
+# ---------------------------------------------------------------- validate_equation
+
+
+def _read(term: str, *, space=" ", dots_ok=False, ellipses=1):
+    letters, found, i = [], 0, 0
+    while i < len(term):
+        ch = term[i]
+        if ch in space:
+            i += 1
+        elif ch == ".":
+            if dots_ok:
+                i += 1
+                found = 1
+                continue
+            if term[i:i + 3] != ELLIPSIS:
+                raise ValueError("'.' outside '...'")
+            found += 1
+            if found > ellipses:
+                raise ValueError("a second '...'")
+            i += 3
+        elif ch.isascii() and ch.isalpha():
+            letters.append(ch)
+            i += 1
+        else:
+            raise ValueError(f"invalid subscript {ch!r}")
+    return letters, found > 0
+
+
+def _validate(equation, ndims, *, strip=False, check_output_letters=True, check_repeats=True, check_count=True,
+              check_ellipsis_rank=True, **read):
+    if strip:
+        equation = equation.replace(" ", "")
+    lhs, arrow, rhs = equation.partition("->")
+    inputs = [_read(t, **read) for t in lhs.split(",")]
+    if check_count and len(inputs) != len(ndims):
+        raise ValueError("operands")
+    for (letters, has_ellipsis), ndim in zip(inputs, ndims):
+        if has_ellipsis and check_ellipsis_rank and len(letters) > ndim:
+            raise ValueError("rank")
+        if not has_ellipsis and len(letters) != ndim:
+            raise ValueError("rank")
+    if arrow:
+        out, _ = _read(rhs, **read)
+        used = {c for letters, _ in inputs for c in letters}
+        for c in out:
+            if check_output_letters and c not in used:
+                raise ValueError("unknown output letter")
+            if check_repeats and out.count(c) > 1:
+                raise ValueError("repeated output letter")
+
+
+@mutant("nb02_einsum_parsing.validate_equation", hint="spaces may separate subscripts, but they may not split "
+        "'->' or '...': torch rejects 'ij- >ji' and '. ..ij' (the claim that spaces can go anywhere is wrong); "
+        "do not remove all spaces before reading the equation")
+def validate_strips_spaces(equation, ndims):
+    _validate(equation, ndims, strip=True)
+
+
+@mutant("nb02_einsum_parsing.validate_equation", hint="every letter after '->' must appear in an input: "
+        "torch rejects 'm,d->nd' (n is in no input)")
+def validate_any_output_letter(equation, ndims):
+    _validate(equation, ndims, check_output_letters=False)
+
+
+@mutant("nb02_einsum_parsing.validate_equation", hint="a letter may appear at most once after '->': torch "
+        "rejects 'ij->ii'")
+def validate_repeated_output(equation, ndims):
+    _validate(equation, ndims, check_repeats=False)
+
+
+@mutant("nb02_einsum_parsing.validate_equation", hint="the number of comma-separated terms must equal the "
+        "number of operands: 'ij,jk' with one operand is an error, and so is 'ij' with two")
+def validate_any_operand_count(equation, ndims):
+    _validate(equation, ndims, check_count=False)
+
+
+@mutant("nb02_einsum_parsing.validate_equation", hint="with '...' an operand needs at least as many dimensions "
+        "as it has letters (the ellipsis covers the rest, possibly none): 'ijk...' with 2 dimensions is an error")
+def validate_ellipsis_any_rank(equation, ndims):
+    _validate(equation, ndims, check_ellipsis_rank=False)
+
+
+@mutant("nb02_einsum_parsing.validate_equation", hint="spaces are allowed between subscripts: "
+        "'i j , j k -> i k' is valid")
+def validate_rejects_spaces(equation, ndims):
+    _validate(equation, ndims, space="")
+
+
+@mutant("nb02_einsum_parsing.validate_equation", hint="only the space character may separate subscripts: a tab "
+        "or a newline is an invalid subscript for torch")
+def validate_any_whitespace(equation, ndims):
+    _validate(equation, ndims, space=" \t\n\r")
+
+
+@mutant("nb02_einsum_parsing.validate_equation", hint="'.' is only allowed as part of '...', three adjacent dots: "
+        "'..ij' is an error")
+def validate_loose_dots(equation, ndims):
+    _validate(equation, ndims, dots_ok=True)
+
+
+@mutant("nb02_einsum_parsing.validate_equation", hint="each term may hold at most one '...': 'i...j...' is an error")
+def validate_two_ellipses(equation, ndims):
+    _validate(equation, ndims, ellipses=2)
+
+
+# ---------------------------------------------------------------- label_sizes
+
+
+def _sizes(equation, shapes, *, across="broadcast", within="equal", check_dims=True):
+    terms = equation.replace(" ", "").split("->")[0].split(",")
+    if len(terms) != len(shapes):
+        raise ValueError("operands")
+    sizes = {}
+    for term, shape in zip(terms, shapes):
+        if check_dims and len(term) != len(shape):
+            raise ValueError("dimensions")
+        own = {}
+        for c, s in zip(term, shape):
+            if c in own and own[c] != s:
+                if within == "equal" or 1 not in (own[c], s):
+                    raise ValueError("diagonal")
+                s = max(s, own[c])
+            own[c] = s
+        for c, s in own.items():
+            seen = sizes.get(c)
+            if across == "last":
+                sizes[c] = s
+            elif across == "first":
+                sizes.setdefault(c, s)
+            elif across == "exact":
+                if seen is not None and seen != s:
+                    raise ValueError("sizes")
+                sizes[c] = s
+            elif across == "max":
+                sizes[c] = max(s, seen or 1)
+            else:
+                if seen not in (None, 1) and s not in (1, seen):
+                    raise ValueError("sizes")
+                sizes[c] = s if seen in (None, 1) else seen
+    return sizes
+
+
+@mutant("nb02_einsum_parsing.label_sizes", hint="a size of 1 broadcasts, and the size that is not 1 wins: "
+        "'ij,jk' with shapes (2, 1) and (4, 5) gives j = 4; the last operand's size is not always right")
+def label_sizes_last_wins(equation, *shapes):
+    return _sizes(equation, shapes, across="last")
+
+
+@mutant("nb02_einsum_parsing.label_sizes", hint="a size of 1 broadcasts, and the size that is not 1 wins: "
+        "'ij,jk' with shapes (2, 1) and (4, 5) gives j = 4, not the 1 seen first")
+def label_sizes_first_wins(equation, *shapes):
+    return _sizes(equation, shapes, across="first")
+
+
+@mutant("nb02_einsum_parsing.label_sizes", hint="size 1 broadcasts against any size: 'ij,jk' with shapes "
+        "(2, 1) and (4, 5) is valid (j = 4); raise only when two sizes differ and neither is 1")
+def label_sizes_no_broadcasting(equation, *shapes):
+    return _sizes(equation, shapes, across="exact")
+
+
+@mutant("nb02_einsum_parsing.label_sizes", hint="sizes other than 1 must agree: 'ij,jk' with j of sizes 3 and 4 "
+        "is an error; raise ValueError instead of taking the larger")
+def label_sizes_largest(equation, *shapes):
+    return _sizes(equation, shapes, across="max")
+
+
+@mutant("nb02_einsum_parsing.label_sizes", hint="a letter repeated inside one operand takes a diagonal: its "
+        "sizes there must be equal, and a 1 does not broadcast (torch rejects 'ii' for shape (1, 3))")
+def label_sizes_diagonal_broadcasts(equation, *shapes):
+    return _sizes(equation, shapes, within="broadcast")
+
+
+@mutant("nb02_einsum_parsing.label_sizes", hint="each operand needs exactly one dimension per letter: raise "
+        "ValueError when it has more or fewer (zip stops at the shorter and hides the problem)")
+def label_sizes_any_rank(equation, *shapes):
+    return _sizes(equation, shapes, check_dims=False)
+
+
+@mutant("nb02_einsum_parsing.label_sizes", hint="remove the spaces before reading the letters: 'i j , j k' "
+        "is 'ij,jk' (a space is no subscript and has no dimension)")
+def label_sizes_keeps_spaces(equation, *shapes):
+    terms = equation.split("->")[0].split(",")
+    for term, shape in zip(terms, shapes):
+        if len(term) != len(shape):
+            raise ValueError(f"{term!r} has {len(term)} subscripts for {len(shape)} dimensions")
+    return _sizes(equation, shapes)
+
+
+@mutant("nb02_einsum_parsing.label_sizes", hint="return every letter of the inputs, also those the output "
+        "leaves out (they are summed, but they still have a size): 'ij,jk->ik' gives i, j and k")
+def label_sizes_output_letters_only(equation, *shapes):
+    sizes = _sizes(equation, shapes)
+    _, arrow, output = equation.replace(" ", "").partition("->")
+    return {c: n for c, n in sizes.items() if c in output} if arrow else sizes
+
+
+@mutant("nb02_einsum_parsing.validate_equation", hint="only a-z and A-Z are subscripts: 'é'.isalpha() is True "
+        "in Python, but torch rejects it; test char.isascii() and char.isalpha()")
+def validate_unicode_letters(equation, ndims):
+    _validate(equation.replace("é", "e"), ndims)
+
+
+@mutant("nb02_einsum_parsing.validate_equation", hint="the output follows the same character rules as the inputs: "
+        "in 'ij->ij->i' the output 'ij->i' holds '-' and '>' (a second arrow), which torch rejects")
+def validate_output_characters_unchecked(equation, ndims):
+    lhs, arrow, rhs = equation.partition("->")
+    _validate(lhs + arrow + "".join(c for c in rhs if c.isascii() and c.isalpha() or c in " ."), ndims)
