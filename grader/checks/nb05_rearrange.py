@@ -182,8 +182,10 @@ def random_shape_error(g: torch.Generator) -> tuple[str, tuple, dict, str]:
 
 def random_rank_error(g: torch.Generator) -> tuple[str, tuple, dict, str]:
     """An error that einops finds in the pattern or the rank, before any length."""
-    kind = _int(g, 0, 3)
+    kind = _int(g, 0, 4)
     a, b, c = _shuffled(g, list(NAMES))[:3]
+    if kind == 4:
+        return f"{a} {b} -> {b} {a}", (2, 3), {c: 2}, f"{c}=2 names no axis of the pattern"
     if kind == 0:
         return f"{a} {b} {c} -> {c} {b} {a}", (2, 3), {}, "the input has 2 dimensions, the pattern 3"
     if kind == 1:
@@ -338,6 +340,7 @@ PATTERN_ERRORS = [
     ("(h w) -> h w", (6,), "two unknown lengths in one group", {}),
     ("a b -> (a b) 2", (2, 3), "a number other than 1", {}),
     ("a b -> a a b", (2, 3), "a twice on the right", {}),
+    ("a b -> b a", (2, 3), "c=2 names no axis of the pattern", {"c": 2}),
 ]
 
 
@@ -383,9 +386,11 @@ MAKE_PLAN = Exercise(
     reference=_einops_rearrange,
     public=_plan_public,
     hidden=_plan_hidden,
-    hint="lengths[axis] for every elementary axis: numbers and given lengths first; then per input dimension, "
-         "the one unknown axis is the dimension's length divided by the product of the others. "
-         "init_shape lists every axis length, final_shape multiplies the lengths in each output group",
+    hint="lengths[axis] for every elementary axis: the given ones from recipe.given_axes first; then per input "
+         "dimension, the one unknown axis is the dimension's length divided by the product of the others (raise "
+         "einops.EinopsError unless it divides), and a dimension with no unknown axis must equal the product of "
+         "its lengths (raise otherwise, also for a plain axis whose length was given). init_shape lists every "
+         "axis length, final_shape multiplies the lengths in each output group",
     forbidden=FORBIDDEN,
     call=_plan_call,
     extra_hints={RuntimeError: RUNTIME_HINT},

@@ -83,8 +83,8 @@ def _parse(text: str, *, one_as_axis=False, flatten_groups=False, numbers_as_nam
     return Expression(text=text, dims=tuple(dims))
 
 
-@mutant("nb05_rearrange.parse_expression", hint="a 1 (like ()) is a dimension holding no axis: append (), "
-        "not an anonymous axis of length 1 (einops keeps no axis for it)")
+@mutant("nb05_rearrange.parse_expression", hint="a 1 is no axis at all (einops keeps no axis of length 1): "
+        "outside parentheses it is the dimension (), like '()'; inside a group it adds nothing to the group")
 def parse_one_as_axis(text):
     return _parse(text, one_as_axis=True)
 
@@ -177,7 +177,8 @@ def plan_without_checks(recipe, shape, axes_lengths):
 
 
 def _rearrange(x, pattern, axes_lengths, *, group_reversed=False, given_reversed=False, permute_first=False,
-               ellipsis_last=False, check=True, view=False, inverse=False):
+               ellipsis_last=False, ellipsis_reversed=False, check=True, view=False, inverse=False,
+               unused_lengths=False):
     try:
         left_text, right_text = pattern.split("->")
         left, right = _library_parse(left_text), _library_parse(right_text)
@@ -186,6 +187,8 @@ def _rearrange(x, pattern, axes_lengths, *, group_reversed=False, given_reversed
     if left.anonymous_axes or right.anonymous_axes or left.identifiers != right.identifiers:
         raise EinopsError("rearrange keeps every axis")
     names = set(left.axes)
+    if unused_lengths:
+        axes_lengths = {name: length for name, length in axes_lengths.items() if name in names}
     if any(name not in names for name in axes_lengths):
         raise EinopsError("unused length")
     n_named = len(left.dims) - left.has_ellipsis
@@ -202,7 +205,10 @@ def _rearrange(x, pattern, axes_lengths, *, group_reversed=False, given_reversed
                 dims.append(tuple(a for axis in dim for a in (extra if axis == ELLIPSIS else [axis])))
         return dims
 
-    left_dims, right_dims = expand(left), expand(right)
+    left_dims = expand(left)
+    if ellipsis_reversed:
+        extra.reverse()
+    right_dims = expand(right)
     if ellipsis_last:
         right_dims = [d for d in right_dims if d[0] not in extra] + [d for d in right_dims if d[0] in extra]
     if group_reversed:
@@ -274,3 +280,15 @@ def rearrange_with_view(x, pattern, **axes_lengths):
         "that goes there: [axes.index(a) for a in output_order]; you passed the inverse permutation")
 def rearrange_inverse_permutation(x, pattern, **axes_lengths):
     return _rearrange(x, pattern, axes_lengths, inverse=True)
+
+
+@mutant("nb05_rearrange.rearrange", hint="the dimensions '...' stands for keep their order: expand it into the "
+        "same list of names, in the same order, on both sides")
+def rearrange_ellipsis_reversed(x, pattern, **axes_lengths):
+    return _rearrange(x, pattern, axes_lengths, ellipsis_reversed=True)
+
+
+@mutant("nb05_rearrange.rearrange", hint="a keyword length must name an axis of the pattern: "
+        "rearrange(x, 'a b -> b a', c=2) raises einops.EinopsError, as einops does")
+def rearrange_ignores_unknown_keywords(x, pattern, **axes_lengths):
+    return _rearrange(x, pattern, axes_lengths, unused_lengths=True)
