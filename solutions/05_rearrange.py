@@ -241,7 +241,8 @@ same("b (h h2) (w w2) c -> b h w (h2 w2 c)", depth,
 
 # %% [markdown]
 # Each (h2, w2) pair picks every second pixel, starting at row h2 and column w2: four half-size
-# copies of the digit, each shifted by a pixel. Laying them out as a 2 × 2 grid shows them:
+# copies of the image, each sampled one pixel further down or right (here they look almost alike,
+# since every pixel of a digit was drawn as a 2 × 2 block). Laid out as a 2 × 2 grid:
 
 # %%
 phases = einops.rearrange(images[3], "(h h2) (w w2) c -> (h2 h) (w2 w) c", h2=2, w2=2)
