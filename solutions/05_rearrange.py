@@ -198,6 +198,10 @@ same("(b1 b2) h w c -> b1 b2 h w c", einops.rearrange(images, "(b1 b2) h w c -> 
 for shape in [(2, 3), (2, 4, 3), (2, 5, 4, 3)]:
     x = torch.randn(shape)
     same(f"b ... c -> b c ...   on {shape}", einops.rearrange(x, "b ... c -> b c ..."), torch.movedim(x, -1, 1))
+try:
+    einops.rearrange(x, "... b ... -> b")
+except EinopsError as error:
+    print("two ellipses on one side, EinopsError:", str(error).splitlines()[-1])
 
 # %% [markdown]
 # On the right, `...` may also stand inside a group, which merges those dimensions:
@@ -210,17 +214,19 @@ same("b ... -> b (...)", einops.rearrange(images, "b ... -> b (...)"), images.fl
 # ## Anonymous axes: `1` and `()`
 #
 # A `1` (or an empty group `()`) is a dimension of length 1 with no name: on the right it adds one
-# (`unsqueeze`), on the left it removes one (`squeeze`), after checking that its length is 1.
+# (`unsqueeze`), on the left it removes one (`squeeze`), after checking that its length is 1
+# (the batch of 6 images has no axis of length 1 to remove).
 # Other numbers are not allowed in `rearrange`: `"h w -> h w 2"` would invent data, which is
 # `repeat`'s job (notebook 06).
 
 # %%
 same("b h w c -> b 1 h w c", einops.rearrange(images, "b h w c -> b 1 h w c"), images.unsqueeze(1))
 same("b () h w c -> b h w c", einops.rearrange(images[:, None], "b () h w c -> b h w c"), images)
-try:
-    einops.rearrange(images, "b h w c -> b h w c 2")
-except EinopsError as error:
-    print("EinopsError:", str(error).splitlines()[-1])
+for pattern in ["1 h w c -> h w c", "b h w c -> b h w c 2"]:
+    try:
+        einops.rearrange(images, pattern)
+    except EinopsError as error:
+        print(f"{pattern:<22} EinopsError: {str(error).splitlines()[-1]}")
 
 # %% [markdown]
 # ## Space to depth: splitting and merging in one pattern
