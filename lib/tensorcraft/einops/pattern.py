@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from tensorcraft.einops.errors import EinopsError
+from tensorcraft.stages import swappable
 
 ELLIPSIS = "..."
 
@@ -95,15 +96,19 @@ def axis_name_problem(name: str, *, allow_underscore: bool = False) -> str | Non
 def _warn_if_discouraged(name: str) -> None:
     """einops accepts these names but warns about them; so do we (once per pattern: parsing is cached)."""
     if keyword.iskeyword(name):
-        warnings.warn(f"It is discouraged to use axes names that are keywords: {name}", RuntimeWarning, stacklevel=4)
+        warnings.warn(f"It is discouraged to use axes names that are keywords: {name}", RuntimeWarning, stacklevel=5)
     if name == "axis":
         warnings.warn("It is discouraged to use 'axis' as an axis name and will raise an error in future",
-                      FutureWarning, stacklevel=4)
+                      FutureWarning, stacklevel=5)
 
 
+@swappable
 def parse_expression(text: str, *, allow_underscore: bool = False,
                      allow_duplicates: bool = False) -> Expression:
-    """Parse one side of a pattern. Raises EinopsError naming the offending word or character."""
+    """Parse one side of a pattern. Raises EinopsError naming the offending word or character.
+
+    A stage (``tensorcraft.substitute(parse_expression=f)``): every einops operation parses here.
+    """
     dims: list[Dimension] = []
     group: list | None = None  # the axes of an open "(", if any
     seen: set[str] = set()

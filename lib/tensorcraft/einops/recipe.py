@@ -25,6 +25,7 @@ from typing import Callable, Union
 from tensorcraft.einops.errors import EinopsError
 from tensorcraft.einops.pattern import (ELLIPSIS, AnonymousAxis, Axis, Expression, axis_name_problem,
                                         parse_expression, split_pattern)
+from tensorcraft.stages import substitutions_active, swappable
 
 REDUCTIONS = ("min", "max", "sum", "mean", "prod", "any", "all")
 Operation = Union[str, Callable]  # "rearrange", "repeat", a reduction name, or f(tensor, axes)
@@ -149,12 +150,21 @@ def _expand_ellipsis(left: Expression, right: Expression, ndim: int) -> tuple[li
     return expand(left), expand(right)
 
 
-@functools.lru_cache(maxsize=1024)
+@swappable
 def make_recipe(pattern: str, operation: Operation, ndim: int, given_names: tuple[str, ...]) -> Recipe:
-    """Parse ``pattern`` and lay out its axes for an input of rank ``ndim``.
+    """Parse ``pattern`` and lay out its axes for an input of rank ``ndim`` (cached per call).
 
     ``given_names`` are the axes whose lengths the caller passes as keywords (``h=2``).
+    A stage (``tensorcraft.substitute(make_recipe=f)``); while any substitute is in force the
+    cache is neither read nor filled, so that a substituted ``parse_expression`` is called.
     """
+    if substitutions_active():
+        return _layout(pattern, operation, ndim, given_names)
+    return _cached_layout(pattern, operation, ndim, given_names)
+
+
+def _layout(pattern: str, operation: Operation, ndim: int, given_names: tuple[str, ...]) -> Recipe:
+    """make_recipe's work, uncached."""
     left_text, right_text = split_pattern(pattern)
     left, right = parse_expression(left_text), parse_expression(right_text)
     _check_sides(left, right, operation, given_names)
@@ -201,6 +211,9 @@ def make_recipe(pattern: str, operation: Operation, ndim: int, given_names: tupl
     )
 
 
+_cached_layout = functools.lru_cache(maxsize=1024)(_layout)
+
+
 def _product(numbers) -> int:
     result = 1
     for number in numbers:
@@ -237,8 +250,12 @@ def _dimension_error(recipe: Recipe, lengths: list, position: int, actual: int) 
     return EinopsError(f"{where}, which cannot be split with {given}: {actual} is not divisible by {product}")
 
 
+@swappable
 def make_plan(recipe: Recipe, shape: tuple[int, ...], axes_lengths: dict) -> Plan:
-    """Infer or check every axis length for one input ``shape`` and write down the steps."""
+    """Infer or check every axis length for one input ``shape`` and write down the steps.
+
+    A stage (``tensorcraft.substitute(make_plan=f)``): every einops operation plans here.
+    """
     lengths: list[int | None] = list(recipe.fixed_lengths)
     for name, axis in recipe.given_axes:
         lengths[axis] = _checked_length(name, axes_lengths[name])
