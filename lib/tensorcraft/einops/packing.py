@@ -6,17 +6,17 @@ shape ("packed shapes"), which ``unpack`` needs to cut it back.
 """
 from __future__ import annotations
 
-import functools
 from typing import Sequence, TypeVar
 
 from tensorcraft.einops.backends import operations_for
 from tensorcraft.einops.errors import EinopsError
 from tensorcraft.einops.pattern import axis_name_problem
+from tensorcraft.plan_cache import plan_cache
 
 Tensor = TypeVar("Tensor")  # a numpy array or a torch tensor
 
 
-@functools.lru_cache(maxsize=128)
+@plan_cache(maxsize=128)
 def star_layout(pattern: str, opname: str) -> tuple[int, int]:
     """``"i j * k"`` -> (2, 1): how many named axes stand before and after the ``*``."""
     where = f'{opname}(..., "{pattern}")'

@@ -17,7 +17,6 @@ axes, no final reshape.
 """
 from __future__ import annotations
 
-import functools
 import operator
 from dataclasses import dataclass
 from typing import Callable, Union
@@ -25,6 +24,7 @@ from typing import Callable, Union
 from tensorcraft.einops.errors import EinopsError
 from tensorcraft.einops.pattern import (ELLIPSIS, AnonymousAxis, Axis, Expression, axis_name_problem,
                                         parse_expression, split_pattern)
+from tensorcraft.plan_cache import plan_cache
 
 REDUCTIONS = ("min", "max", "sum", "mean", "prod", "any", "all")
 Operation = Union[str, Callable]  # "rearrange", "repeat", a reduction name, or f(tensor, axes)
@@ -149,7 +149,7 @@ def _expand_ellipsis(left: Expression, right: Expression, ndim: int) -> tuple[li
     return expand(left), expand(right)
 
 
-@functools.lru_cache(maxsize=1024)
+@plan_cache(maxsize=1024)
 def make_recipe(pattern: str, operation: Operation, ndim: int, given_names: tuple[str, ...]) -> Recipe:
     """Parse ``pattern`` and lay out its axes for an input of rank ``ndim``.
 
