@@ -23,8 +23,9 @@ from .exercise import Case, Exercise, Group
 
 REDUCTIONS = ("sum", "mean", "max", "min", "prod")
 
+# Not "einops.einops.reduce": einops.rearrange, which the exercises allow, calls that function itself.
 FORBIDDEN_REDUCE_REPEAT = (
-    "einops.reduce", "einops.einops.reduce", "einops.repeat", "einops.einops.repeat",
+    "einops.reduce", "einops.repeat", "einops.einops.repeat",
     "einops.layers.torch.Reduce",
     "tensorcraft.reduce", "tensorcraft.repeat", "tensorcraft.einops.reduce", "tensorcraft.einops.repeat",
     "tensorcraft.einops.ops.reduce", "tensorcraft.einops.ops.repeat", "tensorcraft.einops.layers.Reduce",
@@ -171,8 +172,10 @@ REDUCE = Exercise(
          "'<right side> (<reduced axes>)', then reduce that last axis",
     forbidden=FORBIDDEN_REDUCE_REPEAT,
     extra_hints={
-        RuntimeError: "rearrange refused a pattern you built: a number other than 1 (the 2 of (h 2)) has no "
-                      "name, so give it one with name_the_numbers and pass its length as a keyword",
+        RuntimeError: "rearrange refused the pattern you built (its message says why): every axis of the left "
+                      "must appear on the right, the reduced ones in the last group, and so must '...' when the "
+                      "right side has none; a number other than 1, like the 2 of (h 2), needs a name "
+                      "(name_the_numbers) and its length as a keyword",
     },
     call=_through_the_reduce_layer,
 )
@@ -281,8 +284,10 @@ REPEAT = Exercise(
          "the axes is the order of the digits of a number: (h 2) repeats each row, (2 h) tiles)",
     forbidden=FORBIDDEN_REDUCE_REPEAT,
     extra_hints={
-        RuntimeError: "rearrange or expand refused what you built: give the numbers on the right names "
-                      "(name_the_numbers), pass every new axis's length, and only lengths the pattern uses",
+        RuntimeError: "rearrange or expand refused what you built (its message says why): the numbers on the "
+                      "right need names (name_the_numbers); the first rearrange needs the lengths of the left's "
+                      "axes (h=2 in '(h w) -> ...'), the last one the new axes' lengths; pass only lengths "
+                      "that the pattern you rearrange with uses",
     },
     call=_through_the_library,
 )
