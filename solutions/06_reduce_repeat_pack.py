@@ -425,6 +425,8 @@ patch_model = torch.nn.Sequential(
     Reduce("b n d -> b d", "mean"),
 )
 print(patch_model)
+print("parameters in the Rearrange and Reduce layers:", len(list(patch_model[0].parameters())),
+      len(list(patch_model[2].parameters())))
 z = tc.rearrange(images, "b h w c -> b c h w")
 for layer in patch_model:
     z = layer(z)
@@ -524,7 +526,30 @@ for pattern in ["batch h w channel, channel -> batch h w ()", "batch (h w) chann
         print(f"einops: NotImplementedError: {error}")
 
 # %% [markdown]
+# Without `->` there is no implicit output, unlike the letter einsum: both refuse the pattern with
+# a `ValueError` (tensorcraft's `EinopsError` is one):
+
+# %%
+for named_einsum in (tc.einops.einsum, einops.einsum):
+    try:
+        named_einsum(images, luminance, "batch h w channel, channel")
+    except ValueError as error:
+        print(f"{named_einsum.__module__}: {type(error).__name__}: {error}")
+
+# %% [markdown]
 # ## Common mistakes
+#
+# Two of them, shown before the list: `x.max(dim)` returns a pair, and multiplying by
+# `torch.ones` to repeat turns integers into floats:
+
+# %%
+counts = torch.tensor([[1, 5], [7, 2]])
+print("counts.max(dim=1):", counts.max(dim=1))
+print("counts.amax(dim=1):", counts.amax(dim=1))
+print("counts[:, :, None] * torch.ones(2, 2, 3) has dtype", (counts[:, :, None] * torch.ones(2, 2, 3)).dtype,
+      "| repeat keeps", tc.repeat(counts, "a b -> a b c", c=3).dtype)
+
+# %% [markdown]
 #
 # - **A sum for a mean, and axes dropped.** `reduce(x, "b c h w -> b c 1 1", "mean")` is
 #   `x.mean(dim=(2, 3), keepdim=True)`: a mean, with shape `(b, c, 1, 1)`; `x.sum(-1).sum(-1)` is
