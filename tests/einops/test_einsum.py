@@ -27,9 +27,13 @@ def einsum_patterns(draw):
 def test_translation_matches_einops(pattern):
     try:
         expected = _compactify_pattern_for_einsum(pattern)
-    except Exception:  # einops raises EinopsError, ValueError, NotImplementedError or RuntimeError
-        with pytest.raises(EinopsError):
+    except Exception as error:  # einops raises EinopsError, ValueError, NotImplementedError or RuntimeError
+        with pytest.raises(EinopsError) as caught:
             einsum_equation(pattern)
+        # drop-in: an `except` clause written for einops' error catches ours (einops.EinopsError
+        # itself is einops' class; ours is the builtin class it derives from, RuntimeError)
+        builtin = next(kind for kind in type(error).__mro__ if kind.__module__ == "builtins")
+        assert isinstance(caught.value, builtin), (type(error), type(caught.value))
         return
     assert einsum_equation(pattern) == expected
 
@@ -53,6 +57,18 @@ def test_translation_errors_say_what_is_wrong(pattern, fragment):
     with pytest.raises(EinopsError) as caught:
         einsum_equation(pattern, 2)
     assert fragment in str(caught.value)
+
+
+@pytest.mark.parametrize("pattern", ["a (), a -> a", "a b, b -> a 1", "a -> a ()", "a (b c) -> a", "a 2 -> a"])
+def test_unsupported_axes_raise_what_einops_raises_and_our_error(pattern):
+    """einops raises NotImplementedError for (), 1, numbers and compositions; ours is both that and EinopsError."""
+    x = torch.zeros(2, 2)
+    operands = (x,) * (pattern.split("->")[0].count(",") + 1)
+    with pytest.raises(NotImplementedError):
+        einops.einsum(*operands, pattern)
+    for caught_as in (NotImplementedError, EinopsError, RuntimeError):
+        with pytest.raises(caught_as):
+            einsum(*operands, pattern)
 
 
 def test_einsum_needs_tensors_then_a_pattern():

@@ -126,3 +126,21 @@ def test_jit_script_accepts_a_model_holding_the_layers():
     ours, theirs = _model(our_layers), _model(einops_layers)
     x = torch.randn(2, 3, 8, 8)
     torch.testing.assert_close(torch.jit.script(ours)(x), theirs(x), rtol=0, atol=0)
+
+
+def test_the_reduce_layer_calls_the_reduce_stage_so_a_substitute_runs_inside_it():
+    import tensorcraft
+
+    calls = []
+
+    def spy(x, pattern, reduction, **axes_lengths):
+        calls.append((pattern, reduction, axes_lengths))
+        return einops.reduce(x, pattern, reduction, **axes_lengths)
+
+    layer, x = Reduce("b c (h h2) w -> b c h", "max", h2=2), torch.randn(2, 3, 4, 5)
+    with tensorcraft.substitute(reduce=spy):
+        out = layer(x)
+    assert calls == [("b c (h h2) w -> b c h", "max", {"h2": 2})]
+    torch.testing.assert_close(out, einops.reduce(x, "b c (h h2) w -> b c h", "max", h2=2))
+    layer(x)
+    assert len(calls) == 1  # outside the block, the library's own reduce again

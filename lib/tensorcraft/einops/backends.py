@@ -7,7 +7,6 @@ einops to the bit.
 """
 from __future__ import annotations
 
-import functools
 import sys
 from typing import Any, Callable
 
@@ -15,6 +14,7 @@ import numpy as np
 
 from tensorcraft.einops.errors import EinopsError, describe_call
 from tensorcraft.einops.recipe import Plan
+from tensorcraft.plan_cache import plan_cache
 
 Step = tuple[Callable[[Any, Any], Any], Any]
 
@@ -87,7 +87,7 @@ def torch_operations() -> dict[str, Callable]:
     }
 
 
-@functools.lru_cache(maxsize=None)
+@plan_cache(maxsize=None)
 def operations_for(array_type: type) -> dict[str, Callable]:
     """The step functions for numpy arrays or torch tensors (any device, any subclass)."""
     torch = sys.modules.get("torch")  # a torch tensor exists only if torch was imported

@@ -29,3 +29,10 @@ def describe_call(operation, pattern: str, shape=None, axes_lengths: dict | None
     call += "".join(f", {name}={length!r}" for name, length in (axes_lengths or {}).items())
     where = f"on input of shape {tuple(shape)}" if shape is not None else "on this input"
     return f"{call}) {where}"
+
+
+class EinopsNotSupportedError(EinopsError, NotImplementedError):
+    """A pattern that einops' einsum refuses as not (yet) supported: a ``()`` or ``1`` axis, a number,
+    or a composed axis like ``(i j)``. einops raises ``NotImplementedError`` there; this is both that
+    and our `EinopsError`, so that a caller catching either one catches it.
+    """

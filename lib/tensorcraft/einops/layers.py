@@ -16,7 +16,7 @@ import warnings
 import torch
 
 from tensorcraft.einops.errors import EinopsError
-from tensorcraft.einops.ops import transform
+from tensorcraft.einops.ops import rearrange, reduce
 from tensorcraft.einops.pattern import parse_expression, split_pattern
 from tensorcraft.einops.recipe import make_recipe
 
@@ -33,8 +33,11 @@ def _check_pattern(layer: torch.nn.Module, operation, axes_lengths: dict) -> Non
         raise EinopsError(f"while building {layer!r}: {error}") from None
 
 
-def _run(x: torch.Tensor, pattern: str, operation, axes_lengths: dict) -> torch.Tensor:
-    """`transform`, quietly under torch.jit.trace.
+def _run(operation, x: torch.Tensor, /, *arguments, **axes_lengths) -> torch.Tensor:
+    """``operation(x, *arguments, **axes_lengths)``, quietly under torch.jit.trace.
+
+    ``operation`` is the library's `rearrange` or `reduce` itself, so that a stage substituted with
+    ``tensorcraft.substitute(reduce=...)`` runs inside the layer too.
 
     While tracing, sizes are tensors, so that the traced reshapes follow the input's shape (a
     traced model accepts another batch size, as einops' does). Our shape checks then read those
@@ -42,10 +45,10 @@ def _run(x: torch.Tensor, pattern: str, operation, axes_lengths: dict) -> torch.
     the example input, so those warnings say nothing useful here.
     """
     if not torch.jit.is_tracing():
-        return transform(x, pattern, operation, axes_lengths)
+        return operation(x, *arguments, **axes_lengths)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        return transform(x, pattern, operation, axes_lengths)
+        return operation(x, *arguments, **axes_lengths)
 
 
 def _arguments(axes_lengths: dict) -> str:
@@ -66,7 +69,7 @@ class Rearrange(torch.nn.Module):
 
     @torch.jit.ignore
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _run(x, self.pattern, "rearrange", self.axes_lengths)
+        return _run(rearrange, x, self.pattern, **self.axes_lengths)
 
     def extra_repr(self) -> str:
         return repr(self.pattern) + _arguments(self.axes_lengths)
@@ -88,7 +91,7 @@ class Reduce(torch.nn.Module):
 
     @torch.jit.ignore
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _run(x, self.pattern, self.reduction, self.axes_lengths)
+        return _run(reduce, x, self.pattern, self.reduction, **self.axes_lengths)
 
     def extra_repr(self) -> str:
         return f"{self.pattern!r}, {self.reduction!r}" + _arguments(self.axes_lengths)

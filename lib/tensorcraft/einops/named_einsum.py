@@ -5,11 +5,11 @@ appearance, and `einsum` runs the letter equation on ``tensorcraft.einsum``.
 """
 from __future__ import annotations
 
-import functools
 import string
 
-from tensorcraft.einops.errors import EinopsError
+from tensorcraft.einops.errors import EinopsError, EinopsNotSupportedError
 from tensorcraft.einops.pattern import ELLIPSIS, AnonymousAxis, parse_expression
+from tensorcraft.plan_cache import plan_cache
 
 LETTERS = string.ascii_letters  # a..z then A..Z: at most 52 distinct axes
 
@@ -22,8 +22,8 @@ def _letters_of(expression, letter_of: dict, pattern: str, *, new_names_allowed:
             continue
         if len(dim) != 1 or ELLIPSIS in dim or isinstance(dim[0], AnonymousAxis):
             written = "(" + " ".join(map(str, dim)) + ")" if len(dim) != 1 else str(dim[0])
-            raise EinopsError(f'einsum "{pattern}": {written} is not supported; einsum takes one named '
-                              "axis per dimension (rearrange first to compose or split axes)")
+            raise EinopsNotSupportedError(f'einsum "{pattern}": {written} is not supported; einsum takes one '
+                                          "named axis per dimension (rearrange first to compose or split axes)")
         name = dim[0]
         if name not in letter_of:
             if not new_names_allowed:
@@ -35,7 +35,7 @@ def _letters_of(expression, letter_of: dict, pattern: str, *, new_names_allowed:
     return letters
 
 
-@functools.lru_cache(maxsize=256)
+@plan_cache(maxsize=256)
 def einsum_equation(pattern: str, n_operands: int | None = None) -> str:
     """``"batch i, batch i j -> batch j"`` -> ``"ab,abc->ac"``. Checks the operand count when given."""
     if not isinstance(pattern, str):

@@ -4,11 +4,10 @@ Every call looks up ``(pattern, operation, array type, shape, keyword lengths)``
 on a hit it runs the cached steps and nothing else. On a miss it builds the recipe and the plan
 (tensorcraft.einops.recipe), spells the plan for numpy or torch (tensorcraft.einops.backends),
 and stores the steps. The hot path is plain Python that torch.compile (Dynamo) traces without a
-graph break.
+graph break and without a warning: while it traces, the cache is skipped (tensorcraft.plan_cache).
 """
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, TypeVar, Union
 
 from tensorcraft.einops.backends import compile_steps, operations_for
@@ -17,7 +16,8 @@ from tensorcraft.einops.named_einsum import einsum, einsum_equation
 from tensorcraft.einops.packing import pack, unpack
 from tensorcraft.einops.pattern import ELLIPSIS, AnonymousAxis, parse_expression
 from tensorcraft.einops.recipe import check_operation, make_plan, make_recipe
-from tensorcraft.stages import substitutions_active, swappable
+from tensorcraft.plan_cache import cache_bypassed, plan_cache
+from tensorcraft.stages import swappable
 
 __all__ = ["rearrange", "reduce", "repeat", "parse_shape", "pack", "unpack", "einsum",
            "einsum_equation", "EinopsError"]
@@ -38,13 +38,13 @@ def _stack(tensors: list[Tensor], pattern: str, operation: Reduction, axes_lengt
                           f"of tensors with shapes {shapes}: {error}") from None
 
 
-@functools.lru_cache(maxsize=4096)
+@plan_cache(maxsize=4096)
 def steps_for(pattern: str, operation: Reduction, array_type: type, shape: tuple,
               lengths: tuple[tuple[str, int], ...]) -> tuple:
     """recipe -> plan -> steps, cached; errors name the call and the shape.
 
-    An ``lru_cache``, not a dict: Dynamo traces straight through it (it skips the cache wrapper),
-    so a compiled model installs no guard on the cache and never recompiles when it grows.
+    Not a dict: a compiled model must install no guard on the cache (and never recompile when it
+    grows); while torch.compile traces, the plan is built afresh (see tensorcraft.plan_cache).
     """
     axes_lengths = dict(lengths)
     try:
@@ -74,13 +74,13 @@ def apply(tensor: Tensor | list[Tensor], pattern: str, operation: Reduction, axe
         raise EinopsError(f"{describe_call(operation, pattern, None, axes_lengths)}: expected a numpy "
                           f"array or a torch tensor, got {type(tensor).__name__}") from None
     lengths = tuple(axes_lengths.items()) if axes_lengths else ()
-    if substitutions_active():  # a learner's stage is in: plan afresh, the cache holds the library's plans
-        steps = steps_for.__wrapped__(pattern, operation, type(tensor), shape, lengths)
+    if cache_bypassed():  # torch.compile is tracing, or a learner's stage is in: plan afresh
+        steps = steps_for.uncached(pattern, operation, type(tensor), shape, lengths)
     else:
         try:
-            steps = steps_for(pattern, operation, type(tensor), shape, lengths)
-        except TypeError:  # something unhashable (symbolic sizes, a list as a length...): no cache
-            steps = steps_for.__wrapped__(pattern, operation, type(tensor), shape, lengths)
+            steps = steps_for.cached(pattern, operation, type(tensor), shape, lengths)
+        except TypeError:  # something unhashable (a list as a length...): no cache
+            steps = steps_for.uncached(pattern, operation, type(tensor), shape, lengths)
     for step, argument in steps:
         tensor = step(tensor, argument)
     return tensor
@@ -100,17 +100,24 @@ def rearrange(tensor: Tensor | list[Tensor], pattern: str, **axes_lengths: int) 
 _rearrange_stage = rearrange
 
 
+@swappable
 def reduce(tensor: Tensor | list[Tensor], pattern: str, reduction: Reduction, **axes_lengths: int) -> Tensor:
     """Rearrange, then reduce the axes missing on the right:
     ``reduce(x, "b c (h 2) (w 2) -> b c h w", "max")``.
 
     ``reduction`` is one of min, max, sum, mean, prod, any, all, or a function ``f(tensor, axes)``.
+    A stage (notebook 06): ``tensorcraft.substitute(reduce=f)`` runs ``f`` wherever the library
+    reduces, in ``tc.reduce`` and in the ``Reduce`` layer.
     """
     return transform(tensor, pattern, reduction, axes_lengths)
 
 
+@swappable
 def repeat(tensor: Tensor | list[Tensor], pattern: str, **axes_lengths: int) -> Tensor:
-    """Rearrange, then add (broadcast) the axes new on the right: ``repeat(x, "h w -> h w c", c=3)``."""
+    """Rearrange, then add (broadcast) the axes new on the right: ``repeat(x, "h w -> h w c", c=3)``.
+
+    A stage (notebook 06): ``tensorcraft.substitute(repeat=f)`` runs ``f`` wherever the library repeats.
+    """
     return transform(tensor, pattern, "repeat", axes_lengths)
 
 

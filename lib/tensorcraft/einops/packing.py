@@ -6,17 +6,17 @@ shape ("packed shapes"), which ``unpack`` needs to cut it back.
 """
 from __future__ import annotations
 
-import functools
 from typing import Sequence, TypeVar
 
 from tensorcraft.einops.backends import operations_for
 from tensorcraft.einops.errors import EinopsError
 from tensorcraft.einops.pattern import axis_name_problem
+from tensorcraft.plan_cache import cache_bypassed, plan_cache
 
 Tensor = TypeVar("Tensor")  # a numpy array or a torch tensor
 
 
-@functools.lru_cache(maxsize=128)
+@plan_cache(maxsize=128)
 def star_layout(pattern: str, opname: str) -> tuple[int, int]:
     """``"i j * k"`` -> (2, 1): how many named axes stand before and after the ``*``."""
     where = f'{opname}(..., "{pattern}")'
@@ -38,12 +38,13 @@ def star_layout(pattern: str, opname: str) -> tuple[int, int]:
 
 def pack(tensors: Sequence[Tensor], pattern: str) -> tuple[Tensor, list[tuple[int, ...]]]:
     """Pack tensors into one along ``*``; returns ``(packed, packed_shapes)``."""
-    n_before, n_after = star_layout(pattern, "pack")
+    fresh = cache_bypassed()  # one check for both caches: this is the hot path of every pack
+    n_before, n_after = (star_layout.uncached if fresh else star_layout.cached)(pattern, "pack")
     if not isinstance(tensors, Sequence) and not hasattr(tensors, "shape"):  # einops also iterates a tensor
         raise EinopsError(f'pack(..., "{pattern}"): expected a list of tensors, got {type(tensors).__name__}')
     if len(tensors) == 0:
         raise EinopsError(f'pack(..., "{pattern}"): there are no tensors to pack')
-    operations = operations_for(type(tensors[0]))
+    operations = (operations_for.uncached if fresh else operations_for.cached)(type(tensors[0]))
     flattened, packed_shapes = [], []
     for i, tensor in enumerate(tensors):
         shape = tensor.shape
@@ -74,7 +75,8 @@ def _product(numbers) -> int:
 
 def unpack(tensor: Tensor, packed_shapes: Sequence[Sequence[int]], pattern: str) -> list[Tensor]:
     """Cut ``tensor`` along ``*`` into pieces with the given packed shapes (one may hold -1)."""
-    n_before, n_after = star_layout(pattern, "unpack")
+    fresh = cache_bypassed()
+    n_before, n_after = (star_layout.uncached if fresh else star_layout.cached)(pattern, "unpack")
     shape = getattr(tensor, "shape", None)
     if shape is None:
         raise EinopsError(f'unpack(x, ..., "{pattern}"): expected a numpy array or a torch tensor, '
@@ -99,7 +101,7 @@ def unpack(tensor: Tensor, packed_shapes: Sequence[Sequence[int]], pattern: str)
     for i in range(len(lengths) - 1, unknown, -1):
         cuts[i] = cuts[i + 1] - lengths[i]
 
-    reshape = operations_for(type(tensor))["reshape"]
+    reshape = (operations_for.uncached if fresh else operations_for.cached)(type(tensor))["reshape"]
     leading = (slice(None),) * n_before
     try:
         return [reshape(tensor[(*leading, slice(cuts[i], cuts[i + 1]))],

@@ -25,15 +25,19 @@ from tensorcraft.stages import swappable
 ELLIPSIS = "..."
 
 
-@dataclass(frozen=True, eq=False)
 class AnonymousAxis:
     """A numeric axis such as the ``2`` in ``(h 2)``.
 
-    ``eq=False``: two anonymous axes are never the same axis, even with equal lengths, so that
-    ``"(a 2) (b 2) -> a b"`` reduces two different axes.
+    Compared by identity: two anonymous axes are never the same axis, even with equal lengths, so
+    that ``"(a 2) (b 2) -> a b"`` reduces two different axes. A plain class, not a dataclass with
+    ``eq=False``: torch.compile (Dynamo, torch 2.13) hashes frozen dataclasses by their fields, so
+    that the two ``2`` axes of ``"(h 2) (w 2)"`` became one dict key inside a compiled model.
     """
 
-    length: int
+    __slots__ = ("length",)
+
+    def __init__(self, length: int) -> None:
+        self.length = length
 
     def __repr__(self) -> str:
         return str(self.length)

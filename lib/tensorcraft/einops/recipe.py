@@ -17,7 +17,6 @@ axes, no final reshape.
 """
 from __future__ import annotations
 
-import functools
 import operator
 from dataclasses import dataclass
 from typing import Callable, Union
@@ -25,7 +24,8 @@ from typing import Callable, Union
 from tensorcraft.einops.errors import EinopsError
 from tensorcraft.einops.pattern import (ELLIPSIS, AnonymousAxis, Axis, Expression, axis_name_problem,
                                         parse_expression, split_pattern)
-from tensorcraft.stages import substitutions_active, swappable
+from tensorcraft.plan_cache import plan_cache
+from tensorcraft.stages import swappable
 
 REDUCTIONS = ("min", "max", "sum", "mean", "prod", "any", "all")
 Operation = Union[str, Callable]  # "rearrange", "repeat", a reduction name, or f(tensor, axes)
@@ -158,8 +158,6 @@ def make_recipe(pattern: str, operation: Operation, ndim: int, given_names: tupl
     A stage (``tensorcraft.substitute(make_recipe=f)``); while any substitute is in force the
     cache is neither read nor filled, so that a substituted ``parse_expression`` is called.
     """
-    if substitutions_active():
-        return _layout(pattern, operation, ndim, given_names)
     return _cached_layout(pattern, operation, ndim, given_names)
 
 
@@ -211,7 +209,7 @@ def _layout(pattern: str, operation: Operation, ndim: int, given_names: tuple[st
     )
 
 
-_cached_layout = functools.lru_cache(maxsize=1024)(_layout)
+_cached_layout = plan_cache(maxsize=1024)(_layout)
 
 
 def _product(numbers) -> int:

@@ -26,7 +26,7 @@ import torch
 from tensorcraft.einstein.lower import PairPlan, SinglePlan, plan_pair, plan_single, run_pair, run_single
 from tensorcraft.einstein.parse import EinsumError, Equation, parse_equation, split_arguments
 from tensorcraft.einstein.path import Optimize, Path, checked_optimize, find_path
-from tensorcraft.stages import substitutions_active
+from tensorcraft.plan_cache import cache_bypassed, plan_cache
 
 DEFAULT_OPTIMIZE = "auto"  # exhaustive ('optimal') up to 6 operands, greedy beyond: the plan is cached, so search once
 
@@ -73,7 +73,8 @@ def build_plan(equation: str, shapes: Sequence[Sequence[int]], optimize: Optimiz
     return Plan(eq, path, tuple(steps))
 
 
-cached_plan = functools.lru_cache(maxsize=4096)(build_plan)
+# while torch.compile traces, or a learner's stage is substituted in, plans are built afresh
+cached_plan = plan_cache(maxsize=4096)(build_plan)
 
 
 def run_plan(plan: Plan, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -167,9 +168,9 @@ def einsum(*args: Any, optimize: Optimize = DEFAULT_OPTIMIZE) -> Any:
             tensors = [t.to(dtype) for t in tensors]
     if not isinstance(optimize, str):  # a path becomes a tuple of tuples: the cache key must be hashable
         optimize = checked_optimize(optimize)
-    # a list, not a generator: torch.compile (Dynamo) cannot pass a generator to the cached planner
-    # while a learner's stage is substituted in, plan afresh: the cache holds the library's plans
-    plan = (build_plan if substitutions_active() else cached_plan)(equation, tuple([t.shape for t in tensors]), optimize)
+    # a list, not a generator: torch.compile (Dynamo) cannot pass a generator to the planner
+    shapes = tuple([t.shape for t in tensors])
+    plan = (build_plan if cache_bypassed() else cached_plan.cached)(equation, shapes, optimize)
     dtype = tensors[0].dtype
     if dtype == torch.bool:  # no bool matmul: count in int64, then "any term true"
         out = run_plan(plan, [t.to(torch.int64) for t in tensors]) != 0
