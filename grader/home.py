@@ -93,7 +93,7 @@ def progress_rows(modules: list[Module], records: dict[str, dict]) -> list[Progr
 
 
 def progress_table_html(rows: list[ProgressRow]) -> str:
-    head = "".join(f"<th>{h}</th>" for h in ("module", "time", "✓ passed", "✗ attempted", "· not started", "exercises"))
+    head = "".join(f'<th style="text-align:left">{h}</th>' for h in ("module", "time", "✓ passed", "✗ attempted", "· not started", "exercises"))
     body = []
     for row in rows:
         exercises = " ".join(f'<span title="{html.escape(state)}">{SYMBOL[state]}&nbsp;{html.escape(name)}</span>'
@@ -124,8 +124,8 @@ def progress_figure(rows: list[ProgressRow]):
     return fig
 
 
-def show_progress(notebooks: Path = NOTEBOOKS, progress_path: Path | None = None) -> list[ProgressRow]:
-    """Display the progress table and chart in the notebook; return the rows."""
+def show_progress(notebooks: Path = NOTEBOOKS, progress_path: Path | None = None) -> None:
+    """Display the progress table and chart in the notebook (returns nothing, so nothing is echoed)."""
     import matplotlib.pyplot as plt
     from IPython.display import HTML, display
 
@@ -139,4 +139,3 @@ def show_progress(notebooks: Path = NOTEBOOKS, progress_path: Path | None = None
         fig = progress_figure(rows)
         display(fig)
         plt.close(fig)
-    return rows
