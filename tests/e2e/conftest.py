@@ -108,6 +108,7 @@ def page(lab):
 
     base, token, _, _ = lab
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    (SCREENSHOTS / "timings.txt").unlink(missing_ok=True)   # this run's seconds per step only
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM,
                                              args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"])
