@@ -1,6 +1,6 @@
 # The two commands a fresh machine needs (see README):
-#   make course   set up .venv, build the learner notebooks, open JupyterLab on notebooks/
-#   make test     set up .venv, run the whole test suite
+#   make course   set up .venv, build the learner notebooks, open JupyterLab on the course home
+#   make test     set up .venv (and Chromium, for the browser test), run the whole test suite
 # Everything installs into .venv in this folder; nothing is needed beforehand but python3 (>= 3.10).
 
 PYTHON ?= python3
@@ -8,7 +8,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup course test check clean-venv
+.PHONY: setup browser course test check clean-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,9 +25,22 @@ AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 course: $(STAMP)
 	$(PY) -m grader build
-	$(PY) -m jupyter lab --notebook-dir=notebooks $(NO_BROWSER) $(AS_ROOT) $(LAB_ARGS)
+	$(PY) -m jupyter lab --notebook-dir=notebooks --LabApp.default_url=/lab/tree/course_home.ipynb \
+		$(NO_BROWSER) $(AS_ROOT) $(LAB_ARGS)
 
-test: $(STAMP)
+# The browser test (tests/e2e) drives Debian's Chromium; installed here where we may (root, apt-get).
+# Elsewhere it is said, and that test is skipped with the reason.
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@if [ -x $(CHROMIUM) ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing Chromium for the browser test (apt-get install chromium)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+		|| echo "could not install Chromium: the browser test (tests/e2e) will be skipped"; \
+	else echo "no $(CHROMIUM), and apt-get cannot be run here (not root, or no apt-get): install Debian's" \
+		"'chromium' package to run the browser test (tests/e2e); it is skipped until then"; fi
+
+test: $(STAMP) browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 check: $(STAMP)

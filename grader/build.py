@@ -18,6 +18,8 @@ from pathlib import Path
 import jupytext
 import nbformat
 
+from .home import write_home
+from .syllabus import read_module
 from .course import DEFAULT_COURSE, NOTEBOOKS, REPO, SOLUTIONS, Course, put_python_scripts_on_path
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
@@ -100,6 +102,7 @@ def _safe_to_replace(target: Path, built_before: dict[str, str]) -> bool:
 def build(course: Course = DEFAULT_COURSE, solutions: Path = SOLUTIONS, notebooks: Path = NOTEBOOKS,
           only: list[str] | None = None, overwrite: bool = False) -> list[Path]:
     """Build every solution (or those named in ``only``); return the learner notebooks now current.
+    The course home (``course_home.ipynb``, not an assignment) is rewritten from all of them.
 
     A learner notebook that was edited since it was built (a learner's work) is left as it is,
     with a warning, unless ``overwrite``; the fresh release is in the course directory.
@@ -132,4 +135,5 @@ def build(course: Course = DEFAULT_COURSE, solutions: Path = SOLUTIONS, notebook
         built_before[target.name] = _sha256(fresh.encode("utf-8"))
         written.append(target)
     record_path.write_text(json.dumps(built_before, indent=1, sort_keys=True))
+    write_home([read_module(s.stem, source_notebook(s)) for s in solution_files(solutions)], notebooks)
     return written

@@ -15,6 +15,14 @@
 #
 # This first notebook shows how that works: what your machine has, how a check reports a pass
 # and a failure, what happens at grading time, and two short warm-up exercises.
+#
+# **You will learn to**
+# - read a check's report: a pass, a failure with its hint, and CUDA cases left pending;
+# - tell which functions an exercise forbids, and what a check does when you call one;
+# - know how your notebook is graded: hidden random cases, a time limit per cell, points;
+# - write two warm-ups with broadcasting: an outer product and rows normalised to sum 1.
+#
+# **Time:** about 20 minutes. **Builds on:** basic Python and a first look at PyTorch tensors.
 
 # %% [markdown]
 # ## Your environment

@@ -25,6 +25,9 @@ def _cuda_available() -> bool:
 
 
 def pytest_configure(config):
+    # checks run by the tests must not record into a learner's notebooks/.progress.json
+    # (tests of the recording set TENSORCRAFT_PROGRESS to a file of their own)
+    os.environ["TENSORCRAFT_PROGRESS"] = "off"
     config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped, with its reason, where none is present")
 
 

@@ -1,4 +1,5 @@
-"""The README's first command, `make course`, builds the notebooks and serves them in JupyterLab."""
+"""The README's first command, `make course`, builds the notebooks and serves them in JupyterLab,
+opening on the course home."""
 import json
 import os
 import re
@@ -36,10 +37,10 @@ def test_make_course_serves_the_notebooks_and_prints_the_url():
         while url is None and time.monotonic() < deadline and server.poll() is None:
             line = server.stdout.readline()
             log.append(line)
-            found = re.search(r"(http://127\.0\.0\.1:\d+/)lab\?token=(\w+)", line)
+            found = re.search(r"(http://127\.0\.0\.1:\d+/)lab/tree/course_home\.ipynb\?token=(\w+)", line)
             if found:
                 url = found.groups()
-        assert url, "JupyterLab printed no URL:\n" + "".join(log[-30:])
+        assert url, "JupyterLab printed no URL of the course home:\n" + "".join(log[-30:])
         base, token = url
         listing = _get_json(f"{base}api/contents?token={token}")
         names = {item["name"] for item in listing["content"]}

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from .. import progress
 from ..mutants import mutants_for
 from .compare import changed, describe, kind_hint, mismatch
 from .devices import clone, devices, to_device
@@ -64,6 +65,7 @@ class Exercise:
     def check(self, learner_fn: Callable[..., Any], hidden: bool = False) -> None:
         """Run, print the report, and raise AssertionError if any group failed."""
         report = self.run(learner_fn, hidden=hidden)
+        progress.record(self.id, report)  # the learner's course home reads it; never raises
         print(report.text())
         if report.failed:
             raise AssertionError(

@@ -1,0 +1,124 @@
+"""A learner's checks record their outcomes locally; the course home reads them back."""
+import json
+
+import nbformat
+import pytest
+
+from grader import progress
+from grader.checks.nb00_welcome import check_outer
+from grader.course import NOTEBOOKS
+from grader.home import HOME_NAME, home_notebook, progress_figure, progress_rows, progress_table_html
+from grader.syllabus import modules_in, read_module
+
+
+def outer_right(a, b):
+    return a[:, None] * b[None, :]
+
+
+def outer_wrong(a, b):
+    return a[None, :] * b[:, None]          # the transpose
+
+
+def outer_blank(a, b):
+    raise NotImplementedError()
+
+
+@pytest.fixture
+def progress_path(tmp_path, monkeypatch):
+    path = tmp_path / "progress.json"
+    monkeypatch.setenv(progress.PROGRESS_VARIABLE, str(path))
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    return path
+
+
+def run_check(fn, **kwargs):
+    try:
+        check_outer(fn, **kwargs)
+    except AssertionError:
+        pass
+
+
+@pytest.mark.parametrize("fn, expected", [(outer_right, "passed"), (outer_wrong, "attempted"),
+                                          (outer_blank, "not started")])
+def test_a_check_records_its_outcome(progress_path, fn, expected):
+    run_check(fn)
+    recorded = json.loads(progress_path.read_text())["exercises"]
+    assert list(recorded) == ["nb00_welcome.outer"]
+    assert recorded["nb00_welcome.outer"]["status"] == expected
+
+
+def test_the_last_check_wins(progress_path):
+    run_check(outer_right)
+    run_check(outer_wrong)
+    assert progress.load()["nb00_welcome.outer"]["status"] == "attempted"
+    run_check(outer_right)
+    assert progress.load()["nb00_welcome.outer"]["status"] == "passed"
+
+
+def test_nothing_is_recorded_while_grading_or_for_hidden_checks(progress_path, monkeypatch):
+    run_check(outer_right, hidden=True)
+    assert not progress_path.exists()
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    run_check(outer_right)
+    assert not progress_path.exists()
+
+
+def test_recording_can_be_turned_off(progress_path, monkeypatch):
+    monkeypatch.setenv(progress.PROGRESS_VARIABLE, "off")
+    run_check(outer_right)
+    assert not progress_path.exists()
+
+
+def test_a_file_that_cannot_be_written_never_fails_a_check(tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(progress.PROGRESS_VARIABLE, str(blocker / "progress.json"))  # its folder is a file
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    check_outer(outer_right)                     # passes, no exception
+    assert "All public cases pass" in capsys.readouterr().out
+    with pytest.raises(AssertionError):          # and a wrong answer still fails on its own report
+        check_outer(outer_wrong)
+
+
+def test_an_unreadable_file_reads_as_no_progress_and_is_replaced(progress_path):
+    progress_path.write_text("{not json")
+    assert progress.load() == {}
+    run_check(outer_right)
+    assert progress.load()["nb00_welcome.outer"]["status"] == "passed"
+
+
+def test_progress_rows_count_each_state_per_notebook():
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# 07 · Demo\n\n**You will learn to**\n- one\n- two\n\n**Time:** about 5 minutes."),
+        *(nbformat.v4.new_code_cell(f"check_{name}({name})", metadata={"nbgrader": {"grade": True}})
+          for name in ("a", "b", "c", "d"))])
+    module = read_module("07_demo", notebook)
+    records = {"nb07_demo.a": {"status": "passed"}, "nb07_demo.b": {"status": "attempted"},
+               "nb07_demo.c": {"status": "not started"}, "nb99_other.d": {"status": "passed"}}
+    [row] = progress_rows([module], records)
+    assert row.states == {"a": "passed", "b": "attempted", "c": "not started", "d": "not started"}
+    assert [row.count(s) for s in progress.STATES] == [1, 1, 2]
+    table = progress_table_html([row])
+    assert "<td style=\"text-align:left\">1 / 4</td>" in table and "2 / 4" in table
+    assert 'href="07_demo.ipynb"' in table and "about 5 minutes" in table
+    figure = progress_figure([row])
+    bars = [patch.get_width() for patch in figure.axes[0].patches]
+    assert bars == [1, 1, 2]                     # passed, attempted, not started, stacked
+
+
+def test_every_notebook_states_title_goals_and_time():
+    """The course home is read from the notebooks: each must say what the home page shows."""
+    modules = modules_in(NOTEBOOKS)
+    assert modules, "no notebooks in notebooks/"
+    for module in modules:
+        number = module.name[:2]
+        assert module.title.startswith(f"{number} · "), f"{module.name}: the first heading must be '# {number} · Title'"
+        assert 3 <= len(module.goals) <= 5, f"{module.name}: 3–5 learning goals as a bullet list, got {module.goals}"
+        assert module.time, f"{module.name}: no '**Time:** about N minutes' in its introduction"
+        assert len(module.exercises) >= 1, f"{module.name}: no graded check_<name>(...) cell"
+
+
+def test_the_committed_course_home_lists_the_committed_notebooks():
+    committed = (NOTEBOOKS / HOME_NAME).read_text(encoding="utf-8")
+    assert committed == nbformat.writes(home_notebook(modules_in(NOTEBOOKS))) + "\n", \
+        "notebooks/course_home.ipynb is stale: run `python -m grader build`"
