@@ -308,6 +308,11 @@ def _greedy_public() -> list[Group]:
             Case(("i,ijk,ab->", ((3,), (3, 50, 50), (100, 100))), "a vector with a tensor, and a matrix"),
             Case(("k,ijm,nkp->i", ((100,), (50, 10, 50), (3, 100, 100))), "one part keeps i"),
         ]),
+        Group("results keep only what is still needed; the score weighs the inputs too", [
+            Case(("abcd,a,cde,bez->z", ((50, 5, 10, 20), (50,), (10, 20, 50), (5, 50, 20))), "a vector among tensors"),
+            Case(("bd,cefz,adefg,a,bcg->z", ((20, 50), (50, 20, 20, 20), (10, 50, 20, 20, 50), (10,), (20, 50, 50))),
+                 "large inputs, small results"),
+        ]),
     ]
 
 

@@ -88,6 +88,15 @@ def contract_pair_b_as_right_by_summed(a, a_labels, b, b_labels, out_labels):
     return out.permute([natural.index(l) for l in out_labels])
 
 
+@mutant("nb04_einsum_fast.contract_pair", hint="the final permute lists, for each position of the output, the "
+        "dimension it comes from: [natural.index(l) for l in out_labels]; you built the inverse permutation "
+        "(it agrees only when the permutation swaps two dimensions)")
+def contract_pair_inverse_final_permute(a, a_labels, b, b_labels, out_labels):
+    a3, b3, natural, size = _as_matrices(a, a_labels, b, b_labels, out_labels)
+    out = torch.bmm(a3, b3).reshape([size[l] for l in natural])
+    return out.permute([list(out_labels).index(l) for l in natural])
+
+
 # ---------------------------------------------------------------- path_flops
 
 
@@ -131,6 +140,13 @@ def path_flops_counts_the_result_only(inputs, output, sizes, path):
                for touched, result, k in _walk(inputs, output, path))
 
 
+@mutant("nb04_einsum_fast.path_flops", hint="multiplying k operands takes k - 1 multiplications per point "
+        "(one for a pair), not k: the count is max(1, k - 1), plus 1 when the step sums a label")
+def path_flops_k_multiplications(inputs, output, sizes, path):
+    return sum(math.prod(sizes[l] for l in touched) * (k + (1 if touched - result else 0))
+               for touched, result, k in _walk(inputs, output, path))
+
+
 @mutant("nb04_einsum_fast.path_flops", hint="the positions of a step refer to the current list: after each "
         "step, remove the operands it took and append the result at the end (you kept the original list)")
 def path_flops_original_positions(inputs, output, sizes, path):
@@ -164,7 +180,8 @@ def path_flops_result_in_front(inputs, output, sizes, path):
 # ---------------------------------------------------------------- greedy_path
 
 
-def _greedy(inputs, output, sizes, score, shared_only=True, result_to_front=False, original_positions=False):
+def _greedy(inputs, output, sizes, score, shared_only=True, result_to_front=False, original_positions=False,
+            keep_everything=False):
     current = [set(s) for s in inputs]
     output = set(output)
     ids = list(range(len(current)))
@@ -173,6 +190,8 @@ def _greedy(inputs, output, sizes, score, shared_only=True, result_to_front=Fals
         return math.prod(sizes[l] for l in labels)
 
     def result_of(i, j):
+        if keep_everything:
+            return current[i] | current[j]
         rest = [s for p, s in enumerate(current) if p not in (i, j)]
         return (current[i] | current[j]) & output.union(*rest)
 
@@ -197,6 +216,13 @@ def _greedy(inputs, output, sizes, score, shared_only=True, result_to_front=Fals
         ids = [next_id] + rest_ids if result_to_front else rest_ids + [next_id]
         next_id += 1
     return path
+
+
+@mutant("nb04_einsum_fast.greedy_path", hint="a result keeps only the labels that the output or another "
+        "remaining operand has; the labels the pair sums are gone, so they no longer make later pairs share a "
+        "label, nor count in the sizes")
+def greedy_results_keep_summed_labels(inputs, output, sizes):
+    return _greedy(inputs, output, sizes, lambda r, a, b: r - a - b, keep_everything=True)
 
 
 @mutant("nb04_einsum_fast.greedy_path", hint="choose the pair by its result, not by its inputs: the smallest "
@@ -234,3 +260,9 @@ def greedy_largest_score(inputs, output, sizes):
         "left to right ignores the sizes entirely")
 def greedy_left_to_right(inputs, output, sizes):
     return [(0, 1)] * (len(inputs) - 1)
+
+
+@mutant("nb04_einsum_fast.greedy_path", hint="score a pair by the memory it frees, size(result) - size(a) - "
+        "size(b), not by size(result) alone: contracting two large inputs into a small result frees the most")
+def greedy_smallest_result(inputs, output, sizes):
+    return _greedy(inputs, output, sizes, lambda r, a, b: r)
