@@ -226,7 +226,8 @@ print(info)
 # ## Exercise 2 — the FLOPs of a path (2 points)
 #
 # Write `path_flops(inputs, output, sizes, path)`:
-# - `inputs`: a list with one set of labels per operand (e.g. `[{"i", "j"}, {"j", "k"}]`);
+# - `inputs`: a list with one set of labels per operand (e.g. `[{"i", "j"}, {"j", "k"}]`; the
+#   pipeline passes frozensets, which read like sets and cannot be changed);
 # - `output`: the set of output labels; `sizes`: a dict, label → size;
 # - `path`: a list of tuples of positions, in the format above (a step may take one, two or
 #   more operands);
@@ -357,7 +358,7 @@ for equation, shapes in examples:
 # its greedy search** (`tc.substitute(greedy_path=...)`): the path must be valid, and its cost,
 # counted by opt_einsum, at most 4 times the cost of opt_einsum's own greedy path (greedy
 # searches that break ties differently can differ a little; the rules of the common mistakes cost
-# 10 to 1000 times more on the public cases).
+# 10 times or more on some public case).
 
 # %% nbgrader={"grade": false, "grade_id": "greedy_path", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def greedy_path(inputs, output, sizes):
