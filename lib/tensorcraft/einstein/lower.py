@@ -25,7 +25,9 @@ becomes the other operand's own.
 One operand alone (`'ii->i'`, `'ij->ji'`, `'ij->'`) takes the same first three steps and a permute.
 
 `plan_pair` / `plan_single` build a plan (pure shape logic, printable); `run_pair` /
-`run_single` execute it on tensors.
+`run_single` execute it on tensors. `contract_pair` (tensors and labels in, tensor out) is the
+product step as a swappable stage: `tensorcraft.substitute(contract_pair=f)` makes einsum run
+`f` for the permute -> reshape -> bmm -> reshape -> permute of every pair.
 """
 from __future__ import annotations
 
