@@ -1,4 +1,4 @@
-"""`python -m benchmarks einsum [--rounds N] [--quick]`: tensorcraft.einsum side by side with the real tools.
+"""`python -m benchmarks einsum [--rounds N] [--quick] [--paths] [--path-quality N]`: tensorcraft.einsum side by side with the real tools.
 
 For each case every implementation is timed in the same run, round-robin (one short batch of
 calls per implementation per round), so that noise from other processes hits all of them alike.
@@ -6,6 +6,11 @@ The table shows the best and the 20th-percentile time per call over the rounds a
 the ratio to torch.einsum (below 1 is faster). On a shared, throttled 2-core machine the best
 of many short batches is the figure that repeats; medians there mostly measure the neighbours. Our einsum's plans are cached per (equation, shapes),
 so the timed calls pay only for tensor operations (the first call, which plans, is a warm-up).
+
+`--paths` times the greedy path search instead, ours against opt_einsum's, on random tensor
+networks of 10, 20 and 40 operands (each label on exactly two operands, sizes 2-8), and prints
+the FLOP cost of both paths as opt_einsum counts them. `--path-quality N` compares path costs
+(greedy and optimal) with opt_einsum's on N random small equations.
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ import torch
 
 from tensorcraft.einstein.api import einsum
 from tensorcraft.einstein.loops import GENERATED_NAME, einsum_loops, loop_code
-from tensorcraft.einstein.path import contract_path
+from tensorcraft.einstein.path import contract_path, greedy_path
 
 
 def torch_einsum_without_path(equation: str, *operands: torch.Tensor) -> torch.Tensor:
@@ -141,19 +146,102 @@ def compare_paths(cases: int, max_operands: int) -> None:
               f"mean {a.mean():.3f}  max {a.max():.3f} (on {worst[strategy][0]!r})")
 
 
+LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def random_network(rng: random.Random, n: int, degree: int = 3) -> tuple[list[frozenset[str]], dict[str, int]]:
+    """A random tensor network: n operands, n * degree / 2 labels, each label on two distinct
+    operands (a summed bond), sizes 2-8; every operand gets at least one label."""
+    labels: list[set[str]] = [set() for _ in range(n)]
+    sizes: dict[str, int] = {}
+    for k in range(n * degree // 2):
+        lonely = [p for p in range(n) if not labels[p]]
+        first = lonely[0] if lonely else rng.randrange(n)
+        second = rng.choice([p for p in range(n) if p != first])
+        name = opt_einsum.get_symbol(k)
+        labels[first].add(name)
+        labels[second].add(name)
+        sizes[name] = rng.randint(2, 8)
+    return [frozenset(s) for s in labels], sizes
+
+
+def network_equation(sets: list[frozenset[str]]) -> str:
+    return ",".join("".join(sorted(s)) for s in sets) + "->"
+
+
+def opt_einsum_cost(sets: list[frozenset[str]], sizes: dict[str, int], path: object) -> int:
+    """The FLOPs of a path as opt_einsum itself counts them (the ground truth for both paths)."""
+    shapes = [tuple(sizes[l] for l in sorted(s)) for s in sets]
+    return int(opt_einsum.contract_path(network_equation(sets), *shapes, shapes=True, optimize=path)[1].opt_cost)
+
+
+def time_greedy_searches(rounds: int, target_s: float, operands: tuple[int, ...] = (10, 20, 40),
+                         networks: int = 5) -> int:
+    """Our greedy search and opt_einsum's on the same networks, timed round-robin in one run."""
+    print(f"greedy path search, ours (tensorcraft.einstein.path.greedy_path) and opt_einsum {opt_einsum.__version__}'s "
+          f"(opt_einsum.paths.greedy), on {networks} random networks per size: each label on two operands, "
+          f"sizes 2-8, 1.5 labels per operand; {rounds} rounds of ~{target_s * 1e3:.0f} ms each")
+    print("times: best over the rounds, summed over the networks; costs: FLOPs counted by opt_einsum.contract_path")
+    print(f"{'operands':>8} {'ours ms':>9} {'opt_einsum ms':>14} {'time ratio':>11}   "
+          f"{'ours FLOPs':>11} {'opt_einsum FLOPs':>17} {'cost ratio':>11}")
+    print("-" * 92)
+    failed = 0
+    whole: dict[int, list[float]] = {}
+    for n in operands:
+        rng = random.Random(n)
+        ours_s = theirs_s = 0.0
+        ours_cost = theirs_cost = 0
+        for _ in range(networks):
+            sets, sizes = random_network(rng, n)
+            as_sets = [set(s) for s in sets]
+            fns = {"ours": lambda: greedy_path(sets, frozenset(), sizes),
+                   "opt_einsum": lambda: opt_einsum.paths.greedy(as_sets, set(), sizes)}
+            if len(sizes) <= len(LETTERS):  # our parser takes letters only: time contract_path itself too
+                letters = dict(zip(sorted(sizes), LETTERS))
+                equation = ",".join("".join(letters[l] for l in sorted(s)) for s in sets) + "->"
+                shapes = [tuple(sizes[l] for l in sorted(s)) for s in sets]
+                fns["ours contract_path"] = lambda: contract_path(equation, *shapes, optimize="greedy")
+                fns["opt_einsum contract_path"] = lambda: opt_einsum.contract_path(
+                    equation, *shapes, shapes=True, optimize="greedy")
+            times = time_side_by_side(fns, rounds, target_s)
+            if "ours contract_path" in times:
+                whole[n] = [whole.get(n, [0.0, 0.0])[0] + min(times["ours contract_path"]),
+                            whole.get(n, [0.0, 0.0])[1] + min(times["opt_einsum contract_path"])]
+            ours_s += min(times["ours"])
+            theirs_s += min(times["opt_einsum"])
+            ours_cost += opt_einsum_cost(sets, sizes, greedy_path(sets, frozenset(), sizes))
+            theirs_cost += opt_einsum_cost(sets, sizes, opt_einsum.paths.greedy(as_sets, set(), sizes))
+        time_ratio, cost_ratio = ours_s / theirs_s, ours_cost / theirs_cost
+        failed += time_ratio > 2 or cost_ratio > 1
+        print(f"{n:>8} {ours_s * 1e3:>9.3f} {theirs_s * 1e3:>14.3f} {time_ratio:>10.2f}x   "
+              f"{ours_cost:>11.4g} {theirs_cost:>17.4g} {cost_ratio:>10.3f}x")
+    print(f"goal: time ratio at most 2x and cost ratio at most 1x: {'met' if not failed else 'NOT met'} "
+          "(times are noisy on a shared machine; the ratios come from one run, side by side)")
+    print("\ncontract_path(optimize='greedy') end to end (parse, search, cost report), same networks, where "
+          f"their labels fit in {len(LETTERS)} letters")
+    print(f"{'operands':>8} {'ours ms':>9} {'opt_einsum ms':>14} {'time ratio':>11}")
+    for n, (ours, theirs) in whole.items():
+        print(f"{n:>8} {ours * 1e3:>9.3f} {theirs * 1e3:>14.3f} {ours / theirs:>10.2f}x")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks einsum", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=60, help="round-robin rounds per case (default 60)")
     parser.add_argument("--batch-ms", type=float, default=2.0, help="time per batch of calls (default 2 ms)")
     parser.add_argument("--quick", action="store_true", help="3 rounds of 2 ms: a smoke run")
-    parser.add_argument("--paths", type=int, metavar="N", default=0,
-                        help="instead of timing, compare path FLOP counts with opt_einsum on N random equations")
-    parser.add_argument("--max-operands", type=int, default=6, help="for --paths (default 6)")
+    parser.add_argument("--paths", action="store_true",
+                        help="instead, time the greedy path search against opt_einsum's on networks of 10, 20, 40 operands")
+    parser.add_argument("--path-quality", type=int, metavar="N", default=0,
+                        help="instead, compare path FLOP counts with opt_einsum on N random equations")
+    parser.add_argument("--max-operands", type=int, default=6, help="for --path-quality (default 6)")
     args = parser.parse_args(argv)
-    if args.paths:
-        compare_paths(args.paths, args.max_operands)
+    if args.path_quality:
+        compare_paths(args.path_quality, args.max_operands)
         return 0
     rounds, target_s = (3, 0.002) if args.quick else (args.rounds, args.batch_ms / 1e3)
+    if args.paths:
+        return time_greedy_searches(min(rounds, 20), max(target_s, 0.01))
     rng = np.random.default_rng(0)
     print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), numpy {np.__version__}, "
           f"opt_einsum {opt_einsum.__version__}; float32; {rounds} rounds of ~{target_s * 1e3:.0f} ms per implementation")

@@ -63,3 +63,30 @@ def test_integer_pair_keeps_its_dtype(dtype):
     out = run_pair(plan, a, b)
     assert out.dtype == dtype
     assert out.item() == torch.einsum("ij,jk->", a.long(), b.long()).item()
+
+
+@given(cases(min_operands=2, max_operands=4, max_size=4))
+def test_einsum_runs_every_pair_through_the_contract_pair_stage(case):
+    from tensorcraft.einstein.api import einsum
+    from tensorcraft.einstein.lower import contract_pair
+    from tensorcraft.stages import substitute
+
+    calls = []
+
+    def counted(a, a_labels, b, b_labels, out_labels):
+        calls.append(out_labels)
+        return contract_pair.library(a, a_labels, b, b_labels, out_labels)
+
+    tensors = case.tensors(np.random.default_rng(6))
+    with substitute(contract_pair=counted):
+        got = einsum(case.equation, *tensors)
+    torch.testing.assert_close(got, torch.einsum(case.equation, *tensors))
+    assert len(calls) == len(case.shapes) - 1
+
+
+def test_contract_pair_lowers_to_permute_reshape_bmm():
+    from tensorcraft.einstein.lower import contract_pair
+    a, b = torch.randn(2, 3, 4, 5), torch.randn(4, 2, 6)
+    # b batch, k summed, i and j kept from a only, l from b only, output order needs a final permute
+    got = contract_pair(a, "bikj", b, "kbl", "ljbi")
+    torch.testing.assert_close(got, torch.einsum("bikj,kbl->ljbi", a, b))

@@ -25,7 +25,9 @@ becomes the other operand's own.
 One operand alone (`'ii->i'`, `'ij->ji'`, `'ij->'`) takes the same first three steps and a permute.
 
 `plan_pair` / `plan_single` build a plan (pure shape logic, printable); `run_pair` /
-`run_single` execute it on tensors.
+`run_single` execute it on tensors. `contract_pair` (tensors and labels in, tensor out) is the
+product step as a swappable stage: `tensorcraft.substitute(contract_pair=f)` makes einsum run
+`f` for the permute -> reshape -> bmm -> reshape -> permute of every pair.
 """
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import torch
+
+from tensorcraft.stages import substitutions_active, swappable
 
 
 def _show(labels: Sequence[str]) -> str:
@@ -264,9 +268,38 @@ def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def run_pair(plan: PairPlan, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Execute a `PairPlan` on two tensors whose dtypes already agree."""
+    """Execute a `PairPlan` on two tensors whose dtypes already agree.
+
+    While a substitute stage is in force (`tensorcraft.substitute`), the product after the
+    preparation runs through the stage `contract_pair`, so that a learner's version of it is the
+    one einsum uses; otherwise the plan made ahead of time (and cached) runs, which is what
+    `contract_pair` computes too."""
     a = run_preparation(plan.a, a)
     b = run_preparation(plan.b, b)
+    if substitutions_active():
+        return contract_pair(a, plan.a.labels, b, plan.b.labels, plan.labels)
+    return run_product(plan, a, b)
+
+
+@swappable
+def contract_pair(a: torch.Tensor, a_labels: Sequence[str], b: torch.Tensor, b_labels: Sequence[str],
+                  out_labels: Sequence[str]) -> torch.Tensor:
+    """One contraction as permute -> reshape -> bmm -> reshape -> permute.
+
+    `a_labels` / `b_labels`: one label per dimension of a / b, none repeated within an operand;
+    a label both operands have is a batch label if `out_labels` has it and is summed otherwise; a
+    label only one operand has must be in `out_labels`. Returns the result with its dimensions in
+    the order of `out_labels`. (Diagonals, broadcast size-1 dimensions and labels that only one
+    operand has and nobody needs are handled before this step: `prepare`.)
+    """
+    out_labels = tuple(out_labels)
+    plan = plan_pair(tuple(a_labels), tuple(a.shape), tuple(b_labels), tuple(b.shape),
+                     keep=out_labels, result=out_labels)
+    return run_product(plan, a, b)
+
+
+def run_product(plan: PairPlan, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The product part of a `PairPlan` (permute, reshape, bmm, reshape, permute) on prepared operands."""
     if plan.a_permute:
         a = a.permute(plan.a_permute)
     if plan.b_permute:

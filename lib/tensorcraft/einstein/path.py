@@ -17,14 +17,18 @@ The "naive" cost is the same formula applied to all operands at once.
 """
 from __future__ import annotations
 
+import bisect
+import heapq
+import itertools
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any, Union
 
 from tensorcraft.einstein.parse import EinsumError, Equation, parse_equation
+from tensorcraft.stages import swappable
 
 Path = list[tuple[int, ...]]
 Optimize = Union[str, bool, None, Sequence[Sequence[int]]]
@@ -65,6 +69,14 @@ def contraction_step(sets: Sequence[frozenset[str]], positions: Sequence[int],
     removed = touched - result
     return Step(tuple(positions), involved, result, removed,
                 flop_count(touched, bool(removed), len(positions), sizes))
+
+
+@swappable
+def path_flops(sets: Sequence[frozenset[str]], output: frozenset[str], sizes: dict[str, int], path: Path) -> int:
+    """The FLOPs of following `path`, in opt_einsum's model: the sum of every step's `flop_count`.
+
+    `contract_path` reports this number as the path's cost (`PathInfo.opt_cost`)."""
+    return sum(step.flops for step in walk(sets, path, output, sizes))
 
 
 def walk(sets: Sequence[frozenset[str]], path: Path, output: frozenset[str],
@@ -114,44 +126,128 @@ def optimal_path(sets: Sequence[frozenset[str]], output: frozenset[str], sizes: 
     return best_path
 
 
+@swappable
 def greedy_path(sets: Sequence[frozenset[str]], output: frozenset[str], sizes: dict[str, int]) -> Path:
-    """Contract, at each step, the most promising pair; quadratic work per step, no look-ahead.
+    """Contract, at each step, the pair of operands whose contraction frees the most memory.
 
-    The pairs are ranked in three classes, then by FLOPs, then leftmost first:
-    1. two operands with the same labels: an elementwise product, never larger than its inputs;
-    2. two operands that share a label to sum: the pair that frees the most memory (sizes of the
-       inputs minus the size of the result) first. Labels that every operand has (like a batch
-       label) do not count as shared: they are summed last anyway;
-    3. otherwise (outer products, scalars): the two operands that keep the fewest elements,
-       as in Huffman coding, and among equals the pair that sums an operand's own labels.
-    This is the scheme of opt_einsum's greedy, written without its priority queue.
+    The score of a pair is opt_einsum's "memory-removed" heuristic: the size of the result minus
+    the sizes of the two inputs (most negative first; ties go to the pair of oldest operands).
+    Only pairs that share a label to sum are candidates; when none is left, the remaining
+    operands are multiplied together (outer products), the two smallest first.
+
+    Three things make it fast on large networks (the scheme of opt_einsum's greedy):
+    - a priority queue of candidate pairs, not a scan of every pair at every step: after a
+      contraction, only the new operand's pairs with its neighbours (operands that share a label
+      with it) are scored;
+    - an operand is known by its set of labels: two operands with the same labels are multiplied
+      elementwise at once (never larger than either), and so is a result whose labels some
+      operand already has;
+    - labels that every operand holds (like a batch label) are treated as output labels: they can
+      only be summed at the very end, so they make no pair a candidate.
+    Entries of the queue whose operands are gone are skipped when they come up.
     """
-    current = list(sets)
-    everywhere = frozenset.intersection(*current)
+    if len(sets) == 1:
+        return [(0,)]
+    keep = frozenset(output).union(frozenset.intersection(*map(frozenset, sets)))
+    ids = itertools.count(len(sets))   # operands get ids: the inputs 0..n-1, results n, n+1, ...
+    steps: list[tuple[int, int]] = []  # the contractions, by id
+    alive: dict[frozenset[str], int] = {}                   # labels -> id of the operand that has them
+    for n, labels in enumerate(map(frozenset, sets)):
+        if labels in alive:            # same labels as an earlier operand: multiply them now
+            steps.append((alive[labels], n))
+            n = next(ids)
+        alive[labels] = n
 
-    def kept_size(p: int) -> int:
-        """Elements operand p keeps: its labels that the output or another operand needs."""
-        needed = output.union(*(s for q, s in enumerate(current) if q != p))
-        return size_of(current[p] & needed, sizes)
+    holders: dict[str, set[frozenset[str]]] = {}           # label to sum -> the operands that hold it
+    for labels in alive:
+        for label in labels - keep:
+            holders.setdefault(label, set()).add(labels)
+    size_cache: dict[frozenset[str], int] = {}
 
-    def score(pair: tuple[int, int]) -> tuple:
-        i, j = pair
-        step = contraction_step(current, pair, output, sizes)
-        if current[i] == current[j]:
-            return (1, step.flops, pair)
-        if (current[i] & current[j]) - output - everywhere:
-            memory_freed = size_of(current[i], sizes) + size_of(current[j], sizes) - size_of(step.result, sizes)
-            return (2, -memory_freed, step.flops, pair)
-        ki, kj = kept_size(i), kept_size(j)
-        return (3, max(ki, kj), min(ki, kj), not step.removed, step.flops, pair)
+    def size(labels: frozenset[str]) -> int:
+        found = size_cache.get(labels)
+        if found is None:
+            found = size_cache[labels] = math.prod([sizes[l] for l in labels])
+        return found
 
+    # labels to sum that two operands or more hold, and three or more: kept by a pair's result
+    # when a third operand still needs them (set operations, not a loop over labels: this is hot)
+    two_or_more = {l for l, group in holders.items() if len(group) >= 2}
+    three_or_more = {l for l, group in holders.items() if len(group) >= 3}
+
+    def recount(labels: Iterable[str]) -> None:
+        for label in labels:
+            count = len(holders[label])
+            (two_or_more.add if count >= 2 else two_or_more.discard)(label)
+            (three_or_more.add if count >= 3 else three_or_more.discard)(label)
+
+    def result_of(a: frozenset[str], b: frozenset[str]) -> frozenset[str]:
+        """What the product of a and b keeps: output labels, and labels a third operand still holds."""
+        both = a & b
+        return ((a | b) & keep) | (both & three_or_more) | ((a ^ b) & two_or_more)
+
+    queue: list[tuple[int, int, int, frozenset[str], frozenset[str], frozenset[str]]] = []
+
+    def push_best(a: frozenset[str], partners: Iterable[frozenset[str]]) -> None:
+        """Queue the best pair of `a` with one of `partners` (the others come back later if needed)."""
+        best = None
+        for b in partners:
+            result = result_of(a, b)
+            first, second = (a, b) if alive[a] < alive[b] else (b, a)
+            entry = (size(result) - size(a) - size(b), alive[second], alive[first], first, second, result)
+            if best is None or entry[:3] < best[:3]:
+                best = entry
+        if best is not None:
+            heapq.heappush(queue, best)
+
+    for label, group in holders.items():
+        by_age = sorted(group, key=alive.__getitem__)
+        for n, a in enumerate(by_age[:-1]):
+            push_best(a, by_age[n + 1:])
+
+    while queue:
+        _, _, _, a, b, result = heapq.heappop(queue)
+        if a not in alive or b not in alive:
+            continue                   # one of them was contracted since this pair was scored
+        steps.append((alive.pop(a), alive.pop(b)))
+        for label in (a | b) - keep:
+            holders[label].discard(a)
+            holders[label].discard(b)
+        if result in alive:            # an operand with exactly these labels exists: multiply now
+            steps.append((alive[result], next(ids)))
+        else:
+            for label in result - keep:
+                holders[label].add(result)
+        alive[result] = next(ids)
+        recount((a | b) - keep)
+        neighbours = {other for label in result - keep for other in holders[label]}
+        neighbours.discard(result)
+        push_best(result, neighbours)
+
+    # no two operands share a label to sum any more: multiply what is left, smallest first
+    rest = [(size(labels & keep), n, labels) for labels, n in alive.items()]
+    heapq.heapify(rest)
+    _, first, labels = heapq.heappop(rest)
+    while rest:
+        _, second, other = heapq.heappop(rest)
+        steps.append((min(first, second), max(first, second)))
+        labels = (labels | other) & keep
+        _, first, labels = heapq.heappushpop(rest, (size(labels), next(ids), labels))
+    return positions_from_ids(steps, len(sets))
+
+
+def positions_from_ids(steps: Sequence[tuple[int, int]], n: int) -> Path:
+    """Turn contractions named by operand ids (inputs 0..n-1, the k-th result n+k) into a path of
+    positions in the current list, where each result goes to the end and the rest close up."""
+    alive = list(range(n))             # ids in list order; always sorted, since results are appended
     path: Path = []
-    while len(current) > 1:
-        i, j = min(combinations(range(len(current)), 2), key=score)
-        result = contraction_step(current, (i, j), output, sizes).result
-        current = [s for p, s in enumerate(current) if p not in (i, j)] + [result]
-        path.append((i, j))
-    return path or [(0,)]
+    for k, step in enumerate(steps):
+        positions = tuple(bisect.bisect_left(alive, i) for i in step)
+        path.append(positions)
+        for p in sorted(positions, reverse=True):
+            del alive[p]
+        alive.append(n + k)
+    return path
 
 
 def checked_optimize(optimize: Any) -> Union[str, bool, None, tuple[tuple[int, ...], ...]]:
@@ -254,7 +350,7 @@ def path_info(eq: Equation, path: Path) -> PathInfo:
     inner = sum(len(s) for s in sets) - len(everything) > 0
     naive = flop_count(everything, inner, len(sets), eq.sizes)
     largest = max((size_of(s.result, eq.sizes) for s in steps), default=1)
-    return PathInfo(eq, list(path), tuple(steps), naive, sum(s.flops for s in steps), largest)
+    return PathInfo(eq, list(path), tuple(steps), naive, path_flops(sets, output, eq.sizes, list(path)), largest)
 
 
 def contract_path(equation: str, *shapes: Any, optimize: Optimize = "auto") -> tuple[Path, PathInfo]:

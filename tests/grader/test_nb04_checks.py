@@ -1,0 +1,71 @@
+"""Notebook 04's checks: the library's own stages pass them (through the real pipeline, against
+torch.einsum and opt_einsum), delegating to the tool being rebuilt is caught, and a wrong answer
+that equals a mutant gets that mutant's hint."""
+import math
+
+import pytest
+import torch
+
+from grader.checks import nb04_einsum_fast as nb04
+from grader.mutants import mutants_for
+from tensorcraft.einstein.lower import contract_pair
+from tensorcraft.einstein.path import greedy_path, path_flops
+
+
+
+def bmm_lowering(a, a_labels, b, b_labels, out_labels):
+    """A correct answer to exercise 1 (the library's own is behind a tripwire there)."""
+    batch = [l for l in a_labels if l in b_labels and l in out_labels]
+    summed = [l for l in a_labels if l in b_labels and l not in out_labels]
+    left = [l for l in a_labels if l not in b_labels]
+    right = [l for l in b_labels if l not in a_labels]
+    size = dict(zip(a_labels, a.shape)) | dict(zip(b_labels, b.shape))
+    nb, m, k, n = (math.prod(size[l] for l in g) for g in (batch, left, summed, right))
+    a3 = a.permute([list(a_labels).index(l) for l in batch + left + summed]).reshape(nb, m, k)
+    b3 = b.permute([list(b_labels).index(l) for l in batch + summed + right]).reshape(nb, k, n)
+    natural = batch + left + right
+    out = torch.bmm(a3, b3).reshape([size[l] for l in natural])
+    return out.permute([natural.index(l) for l in out_labels])
+
+
+# the library's greedy search and FLOP count, and a lowering written as the notebook asks
+CORRECT = {"contract_pair": bmm_lowering, "path_flops": path_flops.library, "greedy_path": greedy_path.library}
+
+
+@pytest.mark.parametrize("name", sorted(nb04.EXERCISES))
+def test_a_correct_answer_passes_public_and_hidden_cases(name):
+    exercise = nb04.EXERCISES[name]
+    for report in (exercise.run(CORRECT[name], cuda_available=False),
+                   exercise.run(CORRECT[name], hidden=True, seed=7, cuda_available=False)):
+        assert not report.failed, report.text()
+
+
+def test_the_librarys_own_lowering_is_behind_a_tripwire():
+    report = nb04.CONTRACT_PAIR.run(contract_pair.library, cuda_available=False)
+    assert report.failed and "plan_pair" in report.failed[0].detail
+
+
+def test_delegating_to_torch_einsum_is_caught():
+    def lazy(a, a_labels, b, b_labels, out_labels):
+        equation = f"{''.join(a_labels)},{''.join(b_labels)}->{''.join(out_labels)}"
+        return torch.einsum(equation, a, b)
+
+    report = nb04.CONTRACT_PAIR.run(lazy, cuda_available=False)
+    assert report.failed and "torch.einsum" in report.failed[0].detail
+
+
+def test_an_invalid_greedy_path_fails_with_the_positions_hint():
+    report = nb04.GREEDY_PATH.run(lambda inputs, output, sizes: [(0, n) for n in range(1, len(inputs))],
+                                  cuda_available=False)
+    assert report.failed and "EinsumError" in report.failed[0].detail
+    assert "positions" in report.failed[0].hint
+
+
+def test_a_flop_count_without_the_addition_gets_that_hint():
+    wrong = next(m for m in mutants_for("nb04_einsum_fast.path_flops") if m.name == "path_flops_without_the_addition")
+
+    def learner(inputs, output, sizes, path):  # the same mistake, written differently
+        return wrong.fn(inputs, output, sizes, path) + 0
+
+    report = nb04.PATH_FLOPS.run(learner, cuda_available=False)
+    assert report.failed and report.failed[0].hint == wrong.hint
