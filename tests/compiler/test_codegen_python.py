@@ -66,10 +66,9 @@ def test_generated_wrapper_compiles_and_reruns(name):
         result = compiled.compiled
         code = compile(result.code.source, "<wrapper>", "exec")  # valid Python on its own
         assert code.co_filename == "<wrapper>"
-        from tensorcraft.compiler import runtime
-        fn = runtime.load(result.code)
+        fn = result.code.load()
         params = dict(model.named_parameters()) | dict(model.named_buffers())
-        out = runtime.run(fn, result.code, [x], [params[n] for n in result.code.param_names])
+        out = fn(x, *[params[n] for n in result.code.param_names])
         torch.testing.assert_close(out[0], model(x), rtol=1e-5, atol=1e-5)
     assert "def forward(" in result.source and "del " in result.source
 

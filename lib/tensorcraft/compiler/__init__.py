@@ -1,7 +1,6 @@
 """A small torch.compile: capture -> passes -> memory planning -> codegen -> runtime.
 
-Public entry points: ``tensorcraft.compile`` (api.compile) and ``dynamo_backend``, a backend for
-``torch.compile(model, backend=tensorcraft.compiler.dynamo_backend)``. The function is bound
-here under its module's name, so that this spelling hands torch.compile a callable.
+Public entry points: ``tensorcraft.compile`` (``api.compile``) and ``dynamo_backend.backend``, a
+backend for ``torch.compile(model, backend=tensorcraft.compiler.dynamo_backend.backend)``.
+Submodules are imported on use: ``import tensorcraft.compiler`` costs nothing.
 """
-from .dynamo_backend import dynamo_backend  # noqa: F401

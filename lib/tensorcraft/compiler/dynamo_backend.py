@@ -1,13 +1,13 @@
 """A torch.compile backend: Dynamo captures, tensorcraft optimizes and generates the code.
 
-    torch.compile(model, backend=tensorcraft.compiler.dynamo_backend)
+    import tensorcraft.compiler.dynamo_backend
+    torch.compile(model, backend=tensorcraft.compiler.dynamo_backend.backend)
 
 Dynamo reads the Python bytecode (so it handles control flow with graph breaks and guards far
 better than our capture) and hands over an ``fx.GraphModule`` plus example inputs. We convert
 that fx graph into our Graph (`graph_from_fx`: one of our nodes per fx node, shapes taken by
 running the fx graph once on the examples) and run the same passes and code generation as
-`tensorcraft.compile`. (``tensorcraft.compiler.dynamo_backend`` is this function: the package
-re-exports it under the module's name.)
+`tensorcraft.compile`.
 
 Dynamo hands a backend the graph as the program wrote it, mutations included (``x += 1``,
 ``b[0] = 1``, ``relu(x, inplace=True)``, batchnorm updating its running statistics) and random
@@ -31,7 +31,6 @@ from torch.utils import _pytree as pytree
 from . import functional, opnames
 from .ir import Graph, Node
 from .pipeline import compile_graph
-from .training import run_with_gradients
 
 
 _PURE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
@@ -220,8 +219,8 @@ def reason_to_run_eagerly(gm: torch.fx.GraphModule) -> str | None:
     return None
 
 
-def dynamo_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, backend: str | None = None,
-                   passes: Sequence | None = None, debug: bool = False) -> Callable[..., Any]:
+def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, backend: str | Callable | None = None,
+            passes: Sequence | None = None, debug: bool = False) -> Callable[..., Any]:
     """The function torch.compile calls with each graph Dynamo captured; returns what runs it."""
     why = reason_to_run_eagerly(gm)
     if why is None:
@@ -237,31 +236,12 @@ def dynamo_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, b
             print(f"tensorcraft dynamo_backend: running this graph eagerly because {why}")
         return run_eagerly
     compiled = compile_graph(graph, backend=backend, passes=passes, debug=debug)
-    params = {n.target: n.attrs["value"] for n in graph.params}
-    param_names = list(params)
-    tensor_outputs = [i for i, a in enumerate(graph.output.args) if isinstance(a, Node)]
+    params = [n.attrs["value"] for n in graph.params]
 
     def run(*args: Any) -> Any:
-        flat = list(args)
-        needs_grad = torch.is_grad_enabled() and (
-            any(isinstance(a, torch.Tensor) and a.requires_grad for a in flat)
-            or any(p.requires_grad for p in params.values()))
-        if needs_grad:
-            def forward(tensors):
-                inner = list(flat)
-                positions = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
-                n = len(positions)
-                for pos, t in zip(positions, tensors[:n]):
-                    inner[pos] = t
-                outs = compiled(inner, dict(zip(param_names, tensors[n:])))
-                return [outs[i] for i in tensor_outputs]
-            values = run_with_gradients(forward, graph, flat, param_names, list(params.values()))
-            outs = list(graph.output.args)
-            for i, v in zip(tensor_outputs, values):
-                outs[i] = v
-        else:
-            outs = compiled(flat, params)
-        return pytree.tree_unflatten(outs, graph.output_spec)
+        need_grad = torch.is_grad_enabled() and (
+            any(isinstance(a, torch.Tensor) and a.requires_grad for a in args) or any(p.requires_grad for p in params))
+        return compiled.run(args, params, need_grad)
 
     run.compiled, run.reason = compiled, None  # type: ignore[attr-defined]  (for inspection: run.compiled.source)
     return run

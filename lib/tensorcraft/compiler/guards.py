@@ -20,6 +20,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from ..stages import swappable
+
 
 def describe_input(value: Any) -> tuple:
     """What a guard remembers about one flat input: a tensor's metadata, a plain value, or (any
@@ -61,47 +63,6 @@ class Guards:
     autocast: tuple = ()           # autocast_state() at capture: it changes the dtypes every op returns
     default_dtype: torch.dtype = torch.float32  # torch.get_default_dtype() at capture
 
-    def check(self, flat: Sequence[Any], spec: Any, training: bool | None,
-              params: Sequence[torch.Tensor]) -> str | None:
-        """None if this entry can run these inputs; otherwise the first failed guard, in words."""
-        if spec != self.spec:
-            return f"the structure of the arguments changed ({spec} != {self.spec})"
-        if torch.is_grad_enabled() != self.grad_enabled:
-            return f"grad mode changed: torch.is_grad_enabled() is {torch.is_grad_enabled()}, was {self.grad_enabled}"
-        if torch.get_default_dtype() != self.default_dtype:  # torch.zeros(3) follows it
-            return f"default dtype changed: {torch.get_default_dtype()}, was {self.default_dtype}"
-        if autocast_state() != self.autocast:
-            return f"autocast changed: {_show_autocast(autocast_state())}, was {_show_autocast(self.autocast)}"
-        if training != self.training:
-            return f"training mode changed: module.training is {training}, was {self.training}"
-        for name, value, expected in zip(self.names, flat, self.inputs):
-            got = describe_input(value)
-            if not _input_matches(got, expected):
-                return _difference(name, got, expected)
-        for name, tensor, (pid, ptr, requires_grad, version) in zip(self.param_names, params, self.params):
-            if id(tensor) != pid:
-                return f"module tensor {name} was replaced by another tensor"
-            if tensor.data_ptr() != ptr:  # `.data = ...`, module.to(...): same object, new memory
-                return f"module tensor {name} now holds different memory (.data was replaced or moved)"
-            if tensor.requires_grad != requires_grad:
-                return f"module tensor {name}: requires_grad is {tensor.requires_grad}, was {requires_grad}"
-            if version is not None and tensor._version != version:
-                return f"module tensor {name} changed in place since it was folded into constants"
-        for name, tensor, copy in zip(self.param_names, params, self.snapshots or ()):
-            if not torch.equal(tensor, copy):  # changed without a version bump (p.data, batchnorm stats)
-                return f"module tensor {name} holds other values than when it was folded into constants"
-        for tensor, version in self.constants:
-            if tensor._version != version:
-                return f"a captured constant tensor{list(tensor.shape)} changed in place"
-        for tensor, copy in zip((t for t, _ in self.constants), self.constant_snapshots or ()):
-            if not torch.equal(tensor, copy):
-                return f"a captured constant tensor{list(tensor.shape)} holds other values than when it was folded"
-        for value in self.values:
-            why = value.changed()
-            if why is not None:
-                return why
-        return None
-
     def __str__(self) -> str:
         parts = []
         for name, d in zip(self.names, self.inputs):
@@ -125,6 +86,50 @@ class Guards:
         elif any(v is not None for *_, v in self.params):
             parts.append(f"{len(self.params)} module tensors unchanged (frozen)")
         return "; ".join(parts)
+
+
+@swappable
+def check_guards(guards: Guards, flat: Sequence[Any], spec: Any, training: bool | None,
+                 params: Sequence[torch.Tensor]) -> str | None:
+    """None if the entry guarded by ``guards`` can run these inputs; otherwise the first failed guard,
+    in words. ``params``: the module tensors the entry reads, in ``guards.param_names`` order."""
+    if spec != guards.spec:
+        return f"the structure of the arguments changed ({spec} != {guards.spec})"
+    if torch.is_grad_enabled() != guards.grad_enabled:
+        return f"grad mode changed: torch.is_grad_enabled() is {torch.is_grad_enabled()}, was {guards.grad_enabled}"
+    if torch.get_default_dtype() != guards.default_dtype:  # torch.zeros(3) follows it
+        return f"default dtype changed: {torch.get_default_dtype()}, was {guards.default_dtype}"
+    if autocast_state() != guards.autocast:
+        return f"autocast changed: {_show_autocast(autocast_state())}, was {_show_autocast(guards.autocast)}"
+    if training != guards.training:
+        return f"training mode changed: module.training is {training}, was {guards.training}"
+    for name, value, expected in zip(guards.names, flat, guards.inputs):
+        got = describe_input(value)
+        if not _input_matches(got, expected):
+            return _difference(name, got, expected)
+    for name, tensor, (pid, ptr, requires_grad, version) in zip(guards.param_names, params, guards.params):
+        if id(tensor) != pid:
+            return f"module tensor {name} was replaced by another tensor"
+        if tensor.data_ptr() != ptr:  # `.data = ...`, module.to(...): same object, new memory
+            return f"module tensor {name} now holds different memory (.data was replaced or moved)"
+        if tensor.requires_grad != requires_grad:
+            return f"module tensor {name}: requires_grad is {tensor.requires_grad}, was {requires_grad}"
+        if version is not None and tensor._version != version:
+            return f"module tensor {name} changed in place since it was folded into constants"
+    for name, tensor, copy in zip(guards.param_names, params, guards.snapshots or ()):
+        if not torch.equal(tensor, copy):  # changed without a version bump (p.data, batchnorm stats)
+            return f"module tensor {name} holds other values than when it was folded into constants"
+    for tensor, version in guards.constants:
+        if tensor._version != version:
+            return f"a captured constant tensor{list(tensor.shape)} changed in place"
+    for tensor, copy in zip((t for t, _ in guards.constants), guards.constant_snapshots or ()):
+        if not torch.equal(tensor, copy):
+            return f"a captured constant tensor{list(tensor.shape)} holds other values than when it was folded"
+    for value in guards.values:
+        why = value.changed()
+        if why is not None:
+            return why
+    return None
 
 
 _MISSING = object()

@@ -9,20 +9,21 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import torch
+from torch.utils import _pytree as pytree
 
 from .codegen import backends
 from .codegen.wrapper import WrapperCode, generate_wrapper
-from .ir import Graph
+from .ir import Graph, Node
 from .passes import DEFAULT_PASSES, resolve_passes
 from .passes.memory_plan import MemoryPlan, plan_memory
-from . import runtime
+from .training import run_with_gradients
 
 Pass = Callable[[Graph], Graph]
 
 
 @dataclass
 class CompiledGraph:
-    """One compiled graph: every intermediate result kept, for inspection."""
+    """One compiled graph: every intermediate result kept, for inspection, and the loaded code."""
     captured: Graph
     optimized: Graph
     plan: MemoryPlan
@@ -31,13 +32,50 @@ class CompiledGraph:
     fn: Callable[..., tuple]
     notes: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        position = {name: i for i, name in enumerate(self.param_names)}
+        self._param_positions = [position[name] for name in self.code.param_names]
+        self._tensor_outputs = [i for i, a in enumerate(self.captured.output.args) if isinstance(a, Node)]
+
     @property
     def source(self) -> str:
         """The generated wrapper and kernels."""
         return self.code.full_source()
 
-    def __call__(self, flat_inputs: Sequence[Any], params: dict[str, torch.Tensor]) -> list[Any]:
-        return runtime.run(self.fn, self.code, flat_inputs, [params[name] for name in self.code.param_names])
+    @property
+    def param_names(self) -> list[str]:
+        """Qualified names of the module tensors the captured graph reads: what ``run`` takes as params."""
+        return [n.target for n in self.captured.params]
+
+    def run(self, flat_inputs: Sequence[Any], params: Sequence[torch.Tensor], need_grad: bool = False) -> Any:
+        """Run the generated code on one call's flat inputs and module tensors (``param_names`` order);
+        returns the call's result, unflattened. ``need_grad``: through the autograd wrapper (training.py)."""
+        if not need_grad:
+            outs = self.fn(*[flat_inputs[i] for i in self.code.placeholder_indices],
+                           *[params[i] for i in self._param_positions])
+            return pytree.tree_unflatten(list(outs), self.captured.output_spec)
+        positions = [i for i, v in enumerate(flat_inputs) if isinstance(v, torch.Tensor)]
+
+        def forward(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:  # inputs, then module tensors
+            inner = list(flat_inputs)
+            for pos, t in zip(positions, tensors):
+                inner[pos] = t
+            module_tensors = tensors[len(positions):]
+            outs = self.fn(*[inner[i] for i in self.code.placeholder_indices],
+                           *[module_tensors[i] for i in self._param_positions])
+            return [outs[i] for i in self._tensor_outputs]
+
+        outs = list(self.captured.output.args)  # a Node where a tensor is returned, else the plain value
+        values = run_with_gradients(forward, self.captured, flat_inputs, self.param_names, params)
+        for i, t in zip(self._tensor_outputs, values):
+            outs[i] = t
+        return pytree.tree_unflatten(outs, self.captured.output_spec)
+
+    def folds_values(self) -> bool:
+        """Did the passes bake in values computed at compile time (from constants, or from parameters in
+        a frozen graph)? Then the guards compare those tensors' values, not only their version counters."""
+        captured = {id(n.target) for n in self.captured.nodes if n.kind == "constant"}
+        return any(n.kind == "constant" and id(n.target) not in captured for n in self.optimized.nodes)
 
 
 def graph_device(graph: Graph) -> torch.device:
@@ -86,7 +124,7 @@ def compile_graph(graph: Graph, backend: str | Callable | None = None, passes: S
     plan = planner(optimized)
     kernels, chosen, notes = compile_kernels(optimized, backend)
     code = wrapper(optimized, plan, kernels)
-    fn = runtime.load(code)
+    fn = code.load()
     result = CompiledGraph(graph, optimized, plan, code, chosen, fn, notes)
     if debug:
         print(f"==== captured graph ({len(graph)} nodes) ====\n{graph}\n")

@@ -26,6 +26,7 @@ import torch
 from tensorcraft.compiler.codegen.c_toolchain import CCompileError, CompilerUnavailable, load_library
 from tensorcraft.compiler.codegen.kernel import BINARY, DTYPES, UNARY, Kernel
 from tensorcraft.compiler.codegen.layout import Layout, collapse
+from tensorcraft.compiler.codegen.literals import c_float
 from tensorcraft.compiler.codegen.naming import identifier
 
 __all__ = ["c_source", "compile_kernel", "CompiledCKernel", "CompilerUnavailable", "CCompileError"]
@@ -84,17 +85,6 @@ _VECTOR_MATH = ("exp", "log", "sin", "cos", "tanh", "erf", "pow")
 _C_TYPES = {"float32": "float", "float64": "double"}
 
 
-def _literal(value: float, dtype: str) -> str:
-    """A C literal that is exactly the value torch gives ``value`` in the kernel's dtype."""
-    value = torch.full((), float(value), dtype=DTYPES[dtype]).item()   # rounded as torch.full does
-    if math.isnan(value):
-        return "NAN"
-    if math.isinf(value):
-        return "INFINITY" if value > 0 else "-INFINITY"
-    # repr always has a "." or an "e"; the float32 value is a double, so its repr reads back exactly
-    return repr(float(value)) + ("f" if dtype == "float32" else "")
-
-
 class _Printer:
     """Builds the C text of one kernel; each method prints one part of the function."""
 
@@ -112,7 +102,7 @@ class _Printer:
                       "rsqrt2": self._lit(1.0 / math.sqrt(2.0))}
 
     def _lit(self, value: float) -> str:
-        return _literal(value, self.k.dtype)
+        return c_float(value, DTYPES[self.k.dtype])
 
     # -- the pieces -------------------------------------------------------------------------
     def header(self) -> list[str]:

@@ -11,6 +11,7 @@ from typing import Callable
 import torch
 
 from .kernel import Kernel
+from .literals import python_float
 
 UNARY_SOURCE = {
     "neg": "torch.neg({})", "abs": "torch.abs({})", "exp": "torch.exp({})", "log": "torch.log({})",
@@ -49,7 +50,7 @@ def kernel_source(kernel: Kernel) -> str:
         if s.op == "load":
             expr = s.args[0]
         elif s.op == "const":
-            expr = f"torch.full((), {float(s.args[0])!r}, dtype={dtype}, device={device}.device)"
+            expr = f"torch.full((), {python_float(s.args[0])}, dtype={dtype}, device={device}.device)"
         elif s.op in UNARY_SOURCE:
             expr = UNARY_SOURCE[s.op].format(*s.args)
         else:
@@ -61,7 +62,7 @@ def kernel_source(kernel: Kernel) -> str:
             lines.append(f"    {o.name}.copy_({o.value})")
         else:
             lines.append(f"    {o.name}.copy_({REDUCTION_SOURCE[o.reduce]}({o.value}.expand({shape}), dim=-1, keepdim=True))")
-    return "\n".join(lines).replace("inf,", "float('inf'),") + "\n"
+    return "\n".join(lines) + "\n"
 
 
 def compile_kernel(kernel: Kernel) -> PythonKernel:

@@ -27,6 +27,7 @@ import torch
 from tensorcraft.compiler.codegen.c_toolchain import CompilerUnavailable, cache_dir
 from tensorcraft.compiler.codegen.kernel import BINARY, DTYPES, UNARY, Kernel
 from tensorcraft.compiler.codegen.layout import Layout, collapse
+from tensorcraft.compiler.codegen.literals import python_float
 from tensorcraft.compiler.codegen.naming import identifier
 
 __all__ = ["triton_source", "compile_kernel", "CompiledTritonKernel"]
@@ -113,7 +114,7 @@ class _Printer:
             if s.op == "load":
                 value = load[s.args[0]]
             elif s.op == "const":
-                value = f"tl.full([{width}], {float(s.args[0])!r}, {self.tl_type})"
+                value = f"tl.full([{width}], {python_float(s.args[0])}, {self.tl_type})"
             elif s.op in UNARY:
                 value = _UNARY_TL[s.op].format(a=self.var[s.args[0]], **self.words)
             else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -20,6 +20,7 @@ from .. import functional
 from ..ir import Graph, Node
 from ..passes.memory_plan import MemoryPlan, is_kernel_output
 from .kernel import CompiledKernel, Kernel
+from .literals import python_float
 
 # Modules searched, in order, to print a callable by its public path (torch.nn.functional.linear).
 _MODULES = [
@@ -37,6 +38,14 @@ class WrapperCode:
     placeholder_indices: list[int]   # which flat inputs are the function's tensor arguments, in order
     param_names: list[str]           # qualified names of the module tensors passed after them
     kernel_sources: dict[str, str] = field(default_factory=dict)
+
+    def load(self, name: str = "forward") -> Callable[..., tuple]:
+        """Execute the source in a fresh namespace and return its function. The source is compiled
+        under a file name that shows up in tracebacks, so an error inside generated code points at
+        the generated line."""
+        namespace = dict(self.namespace)
+        exec(compile(self.source, f"<tensorcraft wrapper {name}>", "exec"), namespace)
+        return namespace[name]
 
     def full_source(self) -> str:
         """Wrapper and kernels together, as `debug=True` prints them."""
@@ -64,7 +73,7 @@ class _Printer:
         if isinstance(v, bool) or v is None or isinstance(v, (int, str)):
             return repr(v)
         if isinstance(v, float):
-            return repr(v) if math.isfinite(v) else f"float('{v}')"
+            return python_float(v)
         if v is Ellipsis:
             return "..."
         if isinstance(v, torch.dtype) or isinstance(v, (torch.memory_format, torch.layout)):
