@@ -231,16 +231,15 @@ def test_memory_plan_never_shares_a_slot_between_live_values(program):
     fn, inputs = as_function(program), example_inputs()
     graph = fuse_elementwise(eliminate_dead_code(decompose(capture(fn, inputs).graph)))
     plan = plan_memory(graph)
-    lifetime, _ = storage_lifetimes(graph)
-    index = {n.name: i for i, n in enumerate(graph.nodes)}
-    placed = [n for n in graph.nodes if n.name in plan.slot_of]
+    lifetime = storage_lifetimes(graph)
+    index = {n: i for i, n in enumerate(graph.nodes)}
+    placed = [n for n in graph.nodes if n in plan.slot_of]
     for a in placed:
         for b in placed:
-            written_at = index[b.args[0].name]  # b's kernel runs there, reading its inputs as it writes b
-            if a is not b and plan.slot_of[a.name] == plan.slot_of[b.name] and index[a.name] < index[b.name]:
-                assert lifetime[a.name] < written_at, f"{a.name} still live when {b.name} reuses its slot"
-    outputs = {o.name for o in graph.output.inputs}
-    assert not outputs & set(plan.slot_of)
+            written_at = index[b.args[0]]  # b's kernel runs there, reading its inputs as it writes b
+            if a is not b and plan.slot_of[a] == plan.slot_of[b] and index[a] < index[b]:
+                assert lifetime[a] < written_at, f"{a.name} still live when {b.name} reuses its slot"
+    assert not {o.storage for o in graph.output.inputs} & set(plan.slot_of)
     assert plan.planned_peak_bytes <= plan.unplanned_bytes + sum(s.nbytes for s in plan.slots)
     assert plan.eager_peak_bytes <= plan.unplanned_bytes
 
@@ -280,8 +279,11 @@ def test_views_of_rewritten_values_keep_their_storage_alive():
     x, w = torch.randn(4, 6), torch.randn(6, 6)
     compiled(x, w)
     torch.testing.assert_close(compiled(x, w), f(x, w))
-    plan = compiled.compiled.plan
-    assert not plan.notes and "softmax" in plan.slot_of
+    graph, plan = compiled.compiled.optimized, compiled.compiled.plan
+    views = [n for n in graph.nodes if n.op == "view" and n.aliases is not None]
+    assert views and all(v.storage in plan.slot_of for v in views)  # a view keeps its slot's value alive
+    lifetime, index = storage_lifetimes(graph), {n: i for i, n in enumerate(graph.nodes)}
+    assert all(lifetime[v.storage] >= max(index[u] for u in graph.users()[v]) for v in views)
 
 
 @pytest.mark.parametrize("backend", [p for p in backend_params() if p.values[0] != "python"])

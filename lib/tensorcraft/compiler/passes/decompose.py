@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from ...stages import swappable
 from ..ir import Graph, Node
 
 
@@ -32,8 +33,8 @@ class _Emitter:
 
     def call(self, op: str, target, *args, reduced: bool = False, **kwargs) -> Node:
         shape = tuple(self.like.shape[:-1]) + (1,) if reduced else tuple(self.like.shape)
-        node = Node(self.graph.fresh_name(op), "call", op, target, args, kwargs, shape, self.like.dtype,
-                    self.like.device, {"aliases": None})
+        node = self.graph.create("call", op, target, args, kwargs, shape=shape, dtype=self.like.dtype,
+                                 device=self.like.device)
         self.nodes.append(node)
         return node
 
@@ -86,20 +87,15 @@ def _layer_norm(graph: Graph, node: Node) -> list[Node] | None:
     return e.nodes
 
 
+@swappable
 def decompose(graph: Graph) -> Graph:
     graph = graph.copy()
-    new_nodes: list[Node] = []
-    for node in graph.nodes:
+    for node in list(graph.nodes):
         replacement = None
         if node.kind == "call" and node.op in ("softmax", "log_softmax"):
             replacement = _softmax(graph, node, log=node.op == "log_softmax")
         elif node.kind == "call" and node.op == "layer_norm":
             replacement = _layer_norm(graph, node)
-        if replacement is None:
-            new_nodes.append(node)
-            continue
-        replacement[-1].name = node.name  # keeps the name others (views, aliases) refer to
-        new_nodes += replacement
-        graph.replace_all_uses(node, replacement[-1])
-    graph.nodes = new_nodes
+        if replacement is not None:
+            graph.replace(node, replacement)
     return graph
