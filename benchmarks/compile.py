@@ -24,6 +24,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from tensorcraft.compiler.api import compile as tc_compile
 from tensorcraft.compiler.codegen import c as c_codegen
 from tensorcraft.compiler.codegen.kernel import Buffer, Kernel, Output, Stmt, evaluate
 
@@ -142,11 +143,7 @@ def first_call(make: Callable[[], Callable], x: torch.Tensor) -> tuple[Callable,
 
 
 def _compilers() -> dict[str, Callable[[Callable], Callable]]:
-    found = {"inductor": torch.compile}
-    tc_compile = _tensorcraft_compile()
-    if tc_compile is not None:
-        found["ours"] = lambda model: tc_compile(model, backend="c")
-    return found
+    return {"inductor": torch.compile, "ours": lambda model: tc_compile(model, backend="c")}
 
 
 def first_call_in_fresh_process(key: str, contender: str, size: int) -> float:
@@ -183,15 +180,6 @@ def steady(contenders: dict[str, Callable[[], object]], rounds: int) -> dict[str
 
 def max_error(got: torch.Tensor, expected: torch.Tensor) -> float:
     return float((got.float() - expected.float()).abs().max()) if got.numel() else 0.0
-
-
-def _tensorcraft_compile():
-    """tensorcraft.compile when the compiler package provides it, else None (row left out)."""
-    try:
-        from tensorcraft.compiler.api import compile as tc_compile
-    except ImportError:
-        return None
-    return tc_compile
 
 
 def run_workload(key: str, size: int, rounds: int, use_inductor: bool, fresh_process: bool) -> list[dict]:
@@ -307,8 +295,6 @@ def main(argv: list[str]) -> int:
           f"OpenMP threads for ours: {len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()}; "
           f"median of {args.rounds} rounds; first calls from empty caches, "
           + ("each in a fresh process" if args.first_call == "process" else "in this process"))
-    if _tensorcraft_compile() is None:
-        print("tensorcraft.compile is not available yet: only the kernel-only rows show ours")
     rows = []
     for key in args.only.split(","):
         rows += run_workload(key, args.size, args.rounds, not args.no_inductor, args.first_call == "process")

@@ -341,3 +341,32 @@ def test_a_toolchain_error_is_recognised_by_its_class_not_its_name():
         tensorcraft.compile(f, backend=missing)(x)  # the first call compiles
     with pytest.raises(CompilerUnavailableLookalike, match="a bug in my generator"):
         tensorcraft.compile(f, backend=broken)(x)
+
+
+def test_a_substituted_stage_runs_inside_the_real_pipeline_and_bypasses_the_cache():
+    from tensorcraft.compiler.passes.dce import eliminate_dead_code
+    from tensorcraft.compiler.passes.memory_plan import plan_memory
+    from tensorcraft.compiler.codegen.python import python_source
+    calls = []
+
+    def my_dce(graph):
+        calls.append("dce")
+        return eliminate_dead_code.library(graph)
+
+    def my_planner(graph):
+        calls.append("planner")
+        return plan_memory.library(graph)
+
+    def my_printer(kernel):
+        calls.append("printer")
+        return python_source.library(kernel)
+    f = lambda x: torch.tanh(x * 2 + 1).sum(-1)  # noqa: E731
+    compiled = tensorcraft.compile(f, backend="python")
+    x = torch.randn(3, 5)
+    with tensorcraft.substitute(eliminate_dead_code=my_dce, plan_memory=my_planner, python_source=my_printer):
+        for _ in range(2):  # every call builds afresh and returns what the compiled code computes
+            torch.testing.assert_close(compiled(x), f(x))
+    assert calls.count("dce") == 2 and calls.count("planner") == 2 and calls.count("printer") >= 2
+    assert compiled.stats.compiles == 2 and not compiled._compiler.entries  # nothing cached
+    compiled(x)
+    assert calls.count("dce") == 2 and len(compiled._compiler.entries) == 1  # the library's own again

@@ -1,7 +1,10 @@
 """The whole compiler after capture, stage by stage: passes -> memory plan -> kernels -> wrapper -> load.
 
-Every stage is a plain function over plain values, so a notebook can run them one at a time, or
-replace one (``compile_graph(graph, passes=[my_dce, ...])``, ``compile_graph(graph, planner=my_plan)``).
+``compile_graph`` calls each stage by its public name, so a notebook can run them one at a time, pass
+its own (``compile_graph(graph, passes=[my_dce, ...], planner=my_plan, wrapper=..., backend=...)``),
+or substitute one anywhere with ``tensorcraft.substitute(plan_memory=my_plan)``. The result, a
+`CompiledGraph`, keeps every intermediate (captured and optimized graphs, plan, sources) and runs the
+generated code, through the autograd wrapper of ``training`` when gradients are needed.
 """
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ import torch
 
 from .kernel import Kernel
 from .literals import python_float
+from ...stages import swappable
 
 UNARY_SOURCE = {
     "neg": "torch.neg({})", "abs": "torch.abs({})", "exp": "torch.exp({})", "log": "torch.log({})",
@@ -39,7 +40,8 @@ class PythonKernel:
         self.fn(*tensors)
 
 
-def kernel_source(kernel: Kernel) -> str:
+@swappable
+def python_source(kernel: Kernel) -> str:
     """The Python source of ``kernel``: a function taking its inputs then its outputs."""
     params = [b.name for b in kernel.inputs] + [o.name for o in kernel.outputs]
     dtype = f"torch.{kernel.dtype}"
@@ -67,7 +69,7 @@ def kernel_source(kernel: Kernel) -> str:
 
 def compile_kernel(kernel: Kernel) -> PythonKernel:
     """Generate the source, exec it, and return the callable with its source attached."""
-    source = kernel_source(kernel)
+    source = python_source(kernel)
     namespace: dict = {"torch": torch}
     exec(compile(source, f"<tensorcraft kernel {kernel.name}>", "exec"), namespace)
     return PythonKernel(kernel, source, namespace[kernel.name])

@@ -21,6 +21,7 @@ from ..ir import Graph, Node
 from ..passes.memory_plan import MemoryPlan, is_kernel_output
 from .kernel import CompiledKernel, Kernel
 from .literals import python_float
+from ...stages import swappable
 
 # Modules searched, in order, to print a callable by its public path (torch.nn.functional.linear).
 _MODULES = [
@@ -114,6 +115,7 @@ def _meta(node: Node) -> str:
     return f"  # {list(node.shape)} {str(node.dtype).replace('torch.', '')}"
 
 
+@swappable
 def generate_wrapper(graph: Graph, plan: MemoryPlan, kernels: dict[str, CompiledKernel],
                      name: str = "forward") -> WrapperCode:
     """Python source of ``forward(<tensor inputs>, <module tensors>)`` returning the flat outputs."""

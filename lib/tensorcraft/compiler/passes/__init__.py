@@ -1,4 +1,7 @@
-"""Graph passes: each module holds one ``Graph -> Graph`` function, usable alone.
+"""Graph passes: each module holds one ``Graph -> Graph`` function, usable alone, swappable by name.
+
+A pass works on ``graph.copy()`` and changes it only through the graph's methods (``replace``,
+``replace_all_uses``, ``remove``, ``insert_before``), which keep inputs and views right (ir.py).
 
     dce.eliminate_dead_code              drop nodes nothing reads
     constant_folding.fold_constants      compute once what depends only on constants (and frozen params)
@@ -6,6 +9,7 @@
     conv_bn.fold_conv_batchnorm          conv -> batchnorm (-> relu) into one conv, in eval mode
     decompose.decompose                  softmax / layer_norm into elementwise ops and reductions
     fusion.fuse_elementwise              chains of elementwise ops (+ a last-axis reduction) into Kernels
+                                         (fusion.group_fusible chooses the groups)
     memory_plan.plan_memory              (an analysis, not a pass) liveness and buffer reuse
 """
 from __future__ import annotations
