@@ -19,6 +19,7 @@ from tensorcraft.compiler.capture import capture
 from tensorcraft.compiler.examples import model_zoo
 from tensorcraft.compiler.interpret import interpret
 from tensorcraft.compiler.opnames import canonical_name
+from tensorcraft.compiler.passes import DEFAULT_PASSES
 from tensorcraft.compiler.passes.constant_folding import fold_constants
 from tensorcraft.compiler.passes.conv_bn import fold_conv_batchnorm
 from tensorcraft.compiler.passes.cse import eliminate_common_subexpressions
@@ -275,7 +276,7 @@ def test_views_of_rewritten_values_keep_their_storage_alive():
         v = s.view(-1)                    # a view of the softmax result
         y = torch.tanh(x @ w + 1) * 3     # a later kernel that could take s's slot
         return y.sum() + v[:4].sum() + t
-    compiled = tensorcraft.compile(f, backend="python")
+    compiled = tensorcraft.compile(f, backend="python", passes=["decompose", *DEFAULT_PASSES])
     x, w = torch.randn(4, 6), torch.randn(6, 6)
     compiled(x, w)
     torch.testing.assert_close(compiled(x, w), f(x, w))
@@ -298,3 +299,17 @@ def test_whole_pipeline_matches_eager_on_random_programs_with_compiled_kernels(b
             inputs = example_inputs(seed=seed)
             torch.testing.assert_close(compiled(*inputs), fn(*inputs), rtol=1e-4, atol=1e-4)
     check()
+
+
+def test_a_value_is_recomputed_only_when_that_reads_no_more_memory_than_loading_it():
+    def f(x, a, b, c):
+        r = x + a + b + c                  # a residual stream: four full-size inputs
+        return r - r.mean(-1, keepdim=True)
+    inputs = [torch.randn(8, 32) for _ in range(4)]
+    graph = fuse_elementwise(capture(f, inputs).graph)
+    kernels = [n for n in graph.nodes if n.kind == "kernel"]
+    assert [k.attrs["recomputes"] for k in kernels] == [""]  # r is stored once, not summed again
+    assert graph.count(op="sub") == 1  # the subtraction reads the stored r (alone, it stays a torch call)
+    torch.testing.assert_close(interpret(graph, inputs)[0], f(*inputs), rtol=1e-5, atol=1e-5)
+    soft = fuse_elementwise(decompose(capture(lambda x: (x * 2).softmax(-1), (torch.randn(8, 32),)).graph))
+    assert any(k.attrs["recomputes"] for k in soft.nodes if k.kind == "kernel")  # exp(x - max) from x: yes

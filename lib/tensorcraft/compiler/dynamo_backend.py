@@ -113,8 +113,10 @@ def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, backend:
         if debug:
             print(f"tensorcraft dynamo_backend: running this graph eagerly because {why}")
         return run_eagerly
-    compiled = compile_graph(graph, backend=backend, passes=passes, debug=debug)
     params = [n.attrs["value"] for n in graph.params]
+    need_grad = torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
+                                                for t in [*example_inputs, *params])
+    compiled = compile_graph(graph, backend=backend, passes=passes, debug=debug, need_grad=need_grad)
 
     def run(*args: Any) -> Any:
         need_grad = torch.is_grad_enabled() and (

@@ -132,6 +132,7 @@ class Graph:
         self.nodes: list[Node] = []
         self.output_spec: Any = None  # torch.utils._pytree.TreeSpec of the returned structure
         self.frozen = frozen
+        self.baked: set[str] = set()  # params whose values a pass baked in (the guards compare them)
         self._names: dict[str, int] = {}
         self._used: set[str] = set()
 
@@ -216,6 +217,14 @@ class Graph:
                 return i
         raise ValueError(f"{node.name} is not in this graph")
 
+    def param_value(self, node: Node) -> torch.Tensor:
+        """The tensor of a param node, for a pass that bakes it into the code (a frozen graph only);
+        the name goes into ``baked``, so the guards compare that tensor's values at every call."""
+        if node.kind != "param" or not self.frozen:
+            raise ValueError(f"{node.name}: only a param node of a frozen graph can be baked in")
+        self.baked.add(node.target)
+        return node.attrs["value"]
+
     # -- reading ------------------------------------------------------------------------------
     @property
     def placeholders(self) -> list[Node]:
@@ -243,6 +252,7 @@ class Graph:
         """A new graph with new nodes (same targets): passes work on copies, never in place."""
         new = Graph(frozen=self.frozen)
         new.output_spec = self.output_spec
+        new.baked = set(self.baked)
         new._names = dict(self._names)
         new._used = set(self._used)
         mapping: dict[Node, Node] = {}

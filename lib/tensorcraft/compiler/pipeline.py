@@ -17,7 +17,7 @@ from torch.utils import _pytree as pytree
 from .codegen import backends
 from .codegen.wrapper import WrapperCode, generate_wrapper
 from .ir import Graph, Node
-from .passes import DEFAULT_PASSES, resolve_passes
+from .passes import DEFAULT_PASSES, GRADIENT_PASSES, resolve_passes
 from .passes.memory_plan import MemoryPlan, plan_memory
 from .training import run_with_gradients
 
@@ -39,11 +39,16 @@ class CompiledGraph:
         position = {name: i for i, name in enumerate(self.param_names)}
         self._param_positions = [position[name] for name in self.code.param_names]
         self._tensor_outputs = [i for i, a in enumerate(self.captured.output.args) if isinstance(a, Node)]
+        self._has_kernels = self.optimized.count(kind="kernel") > 0
 
     @property
     def source(self) -> str:
         """The generated wrapper and kernels."""
         return self.code.full_source()
+
+    @property
+    def has_kernels(self) -> bool:
+        return self._has_kernels
 
     @property
     def param_names(self) -> list[str]:
@@ -52,8 +57,9 @@ class CompiledGraph:
 
     def run(self, flat_inputs: Sequence[Any], params: Sequence[torch.Tensor], need_grad: bool = False) -> Any:
         """Run the generated code on one call's flat inputs and module tensors (``param_names`` order);
-        returns the call's result, unflattened. ``need_grad``: through the autograd wrapper (training.py)."""
-        if not need_grad:
+        returns the call's result, unflattened. ``need_grad`` and fused kernels (which have no backward):
+        through the recompute wrapper of training.py; without kernels autograd records the torch calls."""
+        if not need_grad or not self.has_kernels:
             outs = self.fn(*[flat_inputs[i] for i in self.code.placeholder_indices],
                            *[params[i] for i in self._param_positions])
             return pytree.tree_unflatten(list(outs), self.captured.output_spec)
@@ -116,14 +122,17 @@ def compile_kernels(graph: Graph, backend: str | Callable | None) -> tuple[dict[
 
 
 def compile_graph(graph: Graph, backend: str | Callable | None = None, passes: Sequence[Pass | str] | None = None,
-                  debug: bool = False, planner: Callable[[Graph], MemoryPlan] = plan_memory,
+                  debug: bool = False, need_grad: bool = False, planner: Callable[[Graph], MemoryPlan] = plan_memory,
                   wrapper: Callable[..., WrapperCode] = generate_wrapper) -> CompiledGraph:
     """Optimize ``graph`` (a captured Graph, left unchanged) and turn it into a callable.
 
-    Every stage can be replaced: ``passes`` (a list of Graph -> Graph functions or names),
-    ``backend`` (a name or a compile_kernel function), ``planner`` and ``wrapper``.
+    Every stage can be replaced: ``passes`` (a list of Graph -> Graph functions or names; None:
+    ``GRADIENT_PASSES`` when ``need_grad``, else ``DEFAULT_PASSES``), ``backend`` (a name or a
+    compile_kernel function), ``planner`` and ``wrapper``.
     """
-    optimized = run_passes(graph.copy(), DEFAULT_PASSES if passes is None else passes)
+    if passes is None:
+        passes = GRADIENT_PASSES if need_grad else DEFAULT_PASSES
+    optimized = run_passes(graph.copy(), passes)
     plan = planner(optimized)
     kernels, chosen, notes = compile_kernels(optimized, backend)
     code = wrapper(optimized, plan, kernels)

@@ -113,15 +113,16 @@ class Compiler:
             return captured.result
         graph = captured.graph
         graph.frozen = frozen
-        fetch = _fetcher([n.target for n in graph.params])
+        fetch = _fetcher(self.module, [n.target for n in graph.params])
         params = fetch(self.module)
-        compiled = compile_graph(graph, backend=self.backend, passes=self.passes, debug=self.debug)
+        compiled = compile_graph(graph, backend=self.backend, passes=self.passes, debug=self.debug,
+                                 need_grad=need_grad)
         self.stats.compiles += 1
         if not cache:
             return compiled.run(flat, params, need_grad)
         folds = compiled.folds_values()
         guards = build_guards(flat, spec, names, training, compiled.param_names, params, frozen, captured.constants,
-                              folded=frozen and folds, folded_constants=folds,
+                              baked=compiled.optimized.baked, folded_constants=folds,
                               values=plain_values(self.fn, self.module))
         self.entries.append(Entry(guards, compiled, fetch=fetch, need_grad=need_grad))
         return captured.result  # the capturing call ran eagerly: its answer is eager's
@@ -159,14 +160,30 @@ class Compiler:
         return None
 
 
-def _fetcher(names: list[str]) -> Callable[[Any], tuple]:
-    """A function reading the named module tensors (qualified names) from a module, as a tuple."""
+def _fetcher(module: torch.nn.Module | None, names: list[str]) -> Callable[[Any], tuple]:
+    """A function reading the named module tensors (qualified names) as a tuple, fast: each name is
+    resolved once to the dict that holds it (a module's ``_parameters``, ``_buffers`` or ``__dict__``),
+    so a call costs one dict lookup per tensor. A tensor reassigned (``m.w = nn.Parameter(...)``)
+    lands in the same dict; a swapped submodule is caught by the guards (its id), which recompile."""
     if not names:
         return lambda module: ()
-    getter = operator.attrgetter(*names)
-    if len(names) == 1:  # attrgetter returns a bare value for one name
-        return lambda module: (getter(module),)
-    return getter
+    slow = operator.attrgetter(*names)
+    slots = []
+    for name in names:
+        owner_name, _, attr = name.rpartition(".")
+        owner = module.get_submodule(owner_name) if module is not None else None
+        holder = next((d for d in (getattr(owner, "_parameters", {}), getattr(owner, "_buffers", {}), vars(owner))
+                       if attr in d), None) if owner is not None else None
+        if holder is None:
+            return (lambda m: (slow(m),)) if len(names) == 1 else slow
+        slots.append((holder, attr))
+
+    def fetch(module: Any) -> tuple:
+        try:
+            return tuple([holder[attr] for holder, attr in slots])
+        except KeyError:  # deleted since: read them the slow way (and fail as Python would)
+            return (slow(module),) if len(names) == 1 else slow(module)
+    return fetch
 
 
 class _Inspectable:

@@ -35,6 +35,9 @@ def fold_constants(graph: Graph) -> Graph:
                 value = node.target(*map_args(node.args, known.__getitem__), **map_args(node.kwargs, known.__getitem__))
             known[node] = value
             if isinstance(value, torch.Tensor):
+                for i in node.inputs:
+                    if i.kind == "param":
+                        graph.param_value(i)  # its value is baked in now
                 folded = graph.constant(value, name=node.name)
                 known[folded] = value
                 graph.replace(node, [folded])

@@ -35,7 +35,7 @@ def _value(x, graph: Graph):
     if isinstance(x, Node) and x.kind == "constant":
         return x.target
     if isinstance(x, Node) and x.kind == "param" and graph.frozen:
-        return x.attrs["value"]
+        return graph.param_value(x)
     raise LookupError
 
 

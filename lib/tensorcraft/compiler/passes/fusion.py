@@ -23,6 +23,7 @@ exp(x - max) / sum; no intermediate [n, d] tensor is written at all.
 """
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass, field
 
@@ -175,10 +176,13 @@ def fuse_elementwise(graph: Graph) -> Graph:
 
 
 def _recompute_closure(value: Node, group: Group, meaning, group_of, upstream, limit: int = 12) -> list[Node] | None:
-    """The nodes ``group`` must compute again to have ``value`` (producers first), or None if it cannot:
-    only elementwise nodes of the group's shape are recomputed; everything else is loaded, and a load
-    must not depend on the group itself (a cycle)."""
+    """The nodes ``group`` must compute again to have ``value`` (producers first), or None if it cannot
+    or should not: only elementwise nodes of the group's shape are recomputed; everything else is
+    loaded, and a load must not depend on the group itself (a cycle). Recomputing must not read more
+    memory than loading ``value`` would: at most one full-size tensor the group does not read yet
+    (softmax's ``exp(x - max)`` from x: yes; a residual stream summed again from every layer: no)."""
     chosen: dict[Node, None] = {}
+    loads: dict[Node, None] = {}
 
     def visit(x: Node) -> bool:
         if x in chosen or x in group.recomputed:
@@ -187,13 +191,20 @@ def _recompute_closure(value: Node, group: Group, meaning, group_of, upstream, l
             return meaning[x].reduce is None
         mx = meaning.get(x)
         if mx is None or mx.reduce is not None or x not in group_of or tuple(x.shape) != group.shape:
+            loads[x] = None
             return group_of.get(x) is not group and group.id not in upstream.get(x, set())  # load it
         if not all(visit(o) for o in mx.operands if isinstance(o, Node)):
             return False
         chosen[x] = None
         return len(chosen) + len(group.recomputed) <= limit
 
-    return list(chosen) if visit(value) else None
+    if not visit(value):
+        return None
+    inside = set(group.members) | set(group.recomputed)
+    read = {i for n in inside for i in n.inputs if i not in inside}
+    size = math.prod(group.shape)
+    new_full_loads = [x for x in loads if x not in read and math.prod(x.shape or ()) == size]
+    return list(chosen) if len(new_full_loads) <= 1 else None
 
 
 def _can_join(node: Node, m: Elementwise, g: Group, space: tuple, group_of, meaning, upstream) -> bool:
