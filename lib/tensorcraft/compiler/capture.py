@@ -5,7 +5,9 @@ Why a `TorchFunctionMode`: it sees each call at the level the program wrote it (
 autograd or decomposition; the recorded graph reads like the source and like fx's. (A
 `TorchDispatchMode` would see ATen ops after autograd: more ops, further from the code.)
 Values are identified by tensor identity: each tensor the program produces maps to the node
-that produced it; inputs map to placeholders, module parameters/buffers to param nodes.
+that produced it; inputs map to placeholders, module parameters/buffers to param nodes. Every
+call goes to ``builder.GraphBuilder`` (the same builder the fx front-end uses), which records it,
+turns an in-place update of an intermediate into its functional form, and records views.
 
 Capture never guesses. When the recording could not be replayed faithfully (the program reads a
 tensor value into Python, draws random numbers, mutates an input or a parameter...), the call

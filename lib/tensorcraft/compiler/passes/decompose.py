@@ -6,7 +6,9 @@
                         d = x - mean(x)  out = d * rsqrt(mean(d * d) + eps) * w + b
 
 This is what Inductor does first (its "decompositions"): fewer, simpler ops, so that a
-handful of kernels cover a softmax or a layer norm. Only last-axis forms are rewritten, and
+handful of kernels cover a softmax or a layer norm. It is not in the default pipeline: on the CPU,
+torch's own softmax and layer_norm (one vectorised pass each) beat the three or four small kernels
+they become here (``python -m benchmarks compile --model transformer``); ask for it by name. Only last-axis forms are rewritten, and
 only in float32 / float64: for float16 and bfloat16, eager accumulates in float32, while the
 decomposed ops would square and sum in 16 bits (a layer norm of values near 1000 overflows to
 inf and returns zeros), so those are left to torch.

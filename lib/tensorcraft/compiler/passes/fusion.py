@@ -19,7 +19,10 @@ Recomputation (as Inductor does for softmax): a node that reads a value from a g
 a reduction cannot join that group (the reduction is only known at its end), but instead of
 reading the stored value it may *recompute* it from the group's inputs. So softmax becomes
 three kernels that each read x and write only what the next needs: max, sum(exp(x - max)),
-exp(x - max) / sum; no intermediate [n, d] tensor is written at all.
+exp(x - max) / sum; no intermediate [n, d] tensor is written at all. A value is recomputed only
+when that reads at most one full-size tensor the group does not read already (what loading the
+value would cost): a residual stream ``x + a + b + ...`` is stored once, not summed again by
+every later reader.
 """
 from __future__ import annotations
 
