@@ -94,7 +94,7 @@ def check_guards(guards: Guards, flat: Sequence[Any], spec: Any, training: bool 
                  params: Sequence[torch.Tensor]) -> str | None:
     """None if the entry guarded by ``guards`` can run these inputs; otherwise the first failed guard,
     in words. ``params``: the module tensors the entry reads, in ``guards.param_names`` order."""
-    if spec != guards.spec:
+    if spec is not guards.spec and spec != guards.spec:
         return f"the structure of the arguments changed ({spec} != {guards.spec})"
     if torch.is_grad_enabled() != guards.grad_enabled:
         return f"grad mode changed: torch.is_grad_enabled() is {torch.is_grad_enabled()}, was {guards.grad_enabled}"

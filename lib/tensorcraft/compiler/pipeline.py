@@ -40,6 +40,7 @@ class CompiledGraph:
         self._param_positions = [position[name] for name in self.code.param_names]
         self._tensor_outputs = [i for i, a in enumerate(self.captured.output.args) if isinstance(a, Node)]
         self._has_kernels = self.optimized.count(kind="kernel") > 0
+        self._single_output = self.captured.output_spec.is_leaf()  # the function returned one value
 
     @property
     def source(self) -> str:
@@ -62,7 +63,7 @@ class CompiledGraph:
         if not need_grad or not self.has_kernels:
             outs = self.fn(*[flat_inputs[i] for i in self.code.placeholder_indices],
                            *[params[i] for i in self._param_positions])
-            return pytree.tree_unflatten(list(outs), self.captured.output_spec)
+            return outs[0] if self._single_output else pytree.tree_unflatten(list(outs), self.captured.output_spec)
         positions = [i for i, v in enumerate(flat_inputs) if isinstance(v, torch.Tensor)]
 
         def forward(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:  # inputs, then module tensors

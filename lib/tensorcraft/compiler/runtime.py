@@ -63,13 +63,19 @@ class Compiler:
         self.fn, self.module = fn, module
         self.backend, self.passes, self.debug, self.cache_limit = backend, passes, debug, cache_limit
         self.entries: list[Entry] = []
+        self._specs: dict[int, Any] = {}  # number of tensor arguments -> the pytree spec of (args, {})
         self.stats = Stats()
         self._warned = False
 
     # -- the call path ----------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.stats.calls += 1
-        flat, spec = pytree.tree_flatten((args, kwargs))
+        if not kwargs and all(isinstance(a, torch.Tensor) for a in args):  # the common case, without pytree
+            flat, spec = list(args), self._specs.get(len(args))
+            if spec is None:
+                spec = self._specs[len(args)] = pytree.tree_flatten((args, kwargs))[1]
+        else:
+            flat, spec = pytree.tree_flatten((args, kwargs))
         training = None if self.module is None else self.module.training
         if stages.substitutions_active():  # a learner's stage is in force: build afresh, cache nothing
             return self._compile_and_run(args, kwargs, flat, spec, training, cache=False)
