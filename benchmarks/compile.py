@@ -9,6 +9,15 @@ hand-written Kernel, into a reused output buffer and into a fresh one (what a mo
 a fresh 64 MB buffer costs ~11 ms of page faults here).
 
     python -m benchmarks compile [--size N] [--rounds R] [--only a,b,c,d] [--no-inductor]
+
+``--model transformer``: a 4-block pre-LayerNorm transformer (d=128, 4 heads, sequence 64, batch 8,
+causal softmax attention, GELU MLP), inference and a training step (forward + backward), the three
+contenders side by side in one run, then where our time goes: guards and dispatch per call, the
+generated wrapper alone, what the memory plan leaves unplanned, and our fused kernels against the
+torch ops they replace. ``--threads N`` sets torch's and our kernels' threads (on a shared machine,
+1 keeps OpenMP threads from waiting on each other).
+
+    python -m benchmarks compile --model transformer [--rounds R] [--threads N] [--no-inductor]
 """
 from __future__ import annotations
 
@@ -24,6 +33,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from tensorcraft.compiler.api import compile as tc_compile
 from tensorcraft.compiler.codegen import c as c_codegen
 from tensorcraft.compiler.codegen.kernel import Buffer, Kernel, Output, Stmt, evaluate
 
@@ -142,11 +152,7 @@ def first_call(make: Callable[[], Callable], x: torch.Tensor) -> tuple[Callable,
 
 
 def _compilers() -> dict[str, Callable[[Callable], Callable]]:
-    found = {"inductor": torch.compile}
-    tc_compile = _tensorcraft_compile()
-    if tc_compile is not None:
-        found["ours"] = lambda model: tc_compile(model, backend="c")
-    return found
+    return {"inductor": torch.compile, "ours": lambda model: tc_compile(model, backend="c")}
 
 
 def first_call_in_fresh_process(key: str, contender: str, size: int) -> float:
@@ -183,15 +189,6 @@ def steady(contenders: dict[str, Callable[[], object]], rounds: int) -> dict[str
 
 def max_error(got: torch.Tensor, expected: torch.Tensor) -> float:
     return float((got.float() - expected.float()).abs().max()) if got.numel() else 0.0
-
-
-def _tensorcraft_compile():
-    """tensorcraft.compile when the compiler package provides it, else None (row left out)."""
-    try:
-        from tensorcraft.compiler.api import compile as tc_compile
-    except ImportError:
-        return None
-    return tc_compile
 
 
 def run_workload(key: str, size: int, rounds: int, use_inductor: bool, fresh_process: bool) -> list[dict]:
@@ -288,27 +285,187 @@ def print_targets(rows: list[dict]) -> None:
             print(f"  {'met   ' if ok else 'MISSED'} {what}: {value}")
 
 
+# -- the transformer ---------------------------------------------------------------------------
+class Block(nn.Module):
+    """Pre-LayerNorm: x + attention(ln1(x)), then + mlp(ln2(x)); causal softmax attention, GELU MLP."""
+
+    def __init__(self, d: int = 128, heads: int = 4, seq: int = 64) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.register_buffer("causal", torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, t, h, d // h).transpose(1, 2) for z in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) * (d // h) ** -0.5
+        weights = scores.masked_fill(self.causal[:t, :t], float("-inf")).softmax(dim=-1)
+        x = x + self.proj((weights @ v).transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))
+
+
+class Transformer(nn.Module):
+    def __init__(self, blocks: int = 4, d: int = 128) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(*[Block(d) for _ in range(blocks)])
+        self.ln = nn.LayerNorm(d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.ln(self.blocks(x))
+
+
+def _training_step(model: nn.Module, fn: Callable, x: torch.Tensor) -> Callable[[], None]:
+    def step() -> None:
+        for p in model.parameters():
+            p.grad = None
+        fn(x).square().mean().backward()
+    return step
+
+
+def _median_time(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def breakdown(compiled, x: torch.Tensor, repeat: int) -> list[str]:
+    """Where the time of one compiled call goes (see the module docstring)."""
+    from torch.utils import _pytree as pytree
+
+    from tensorcraft.compiler.guards import check_guards
+    compiler = compiled._compiler
+    flat, spec = pytree.tree_flatten(((x,), {}))
+    training = compiler.module.training
+    entry = next(e for e in compiler.entries if e.compiled is not None and  # the entry that answers this call
+                 check_guards(e.guards, flat, spec, training, e.fetch(compiler.module)) is None)
+    graph, plan = entry.compiled, entry.compiled.plan
+    guard = _median_time(lambda: check_guards(entry.guards, flat, spec, training, entry.fetch(compiler.module)),
+                         repeat * 5)
+    params = entry.fetch(compiler.module)
+    context = torch.enable_grad() if entry.need_grad else torch.no_grad()
+    with context:
+        whole = _median_time(lambda: compiled(x), repeat)
+        wrapper = _median_time(lambda: graph.run(flat, params, entry.need_grad), repeat)
+    externs = sum(1 for n in graph.optimized.nodes if n.kind == "call" and n.op != "getitem")
+    lines = [f"   guards + fetching {len(params)} module tensors: {guard * 1e6:7.1f} us per call "
+             f"({len(entry.guards.values)} Python values, "
+             f"{sum(c is not None for c in entry.guards.snapshots or ())} tensors compared by value)",
+             f"   the generated wrapper alone:       {wrapper * 1e3:7.2f} ms of {whole * 1e3:.2f} ms per call "
+             f"({externs} torch calls, {graph.optimized.count(kind='kernel')} fused kernels)",
+             f"   memory: {plan.unplanned_bytes / 2**20:.1f} MiB allocated by torch calls per call (unplanned), "
+             f"{len(plan.slot_of)} kernel outputs in {len(plan.slots)} reused slots"]
+    ours_k = torch_k = 0.0
+    for node in graph.optimized.nodes:
+        if node.kind != "kernel":
+            continue
+        kernel = node.target
+        inputs = [torch.randn(b.shape) for b in kernel.inputs]
+        outputs = [torch.empty(kernel.output_shape(o)) for o in kernel.outputs]
+        run = graph.code.namespace[kernel.name]
+        ours_k += _median_time(lambda: run(*inputs, *outputs), repeat)
+        torch_k += _median_time(lambda: evaluate(kernel, *inputs), repeat)
+    if graph.optimized.count(kind="kernel"):
+        lines.append(f"   fused kernels: {ours_k * 1e3:.2f} ms, the same ops in torch: {torch_k * 1e3:.2f} ms")
+    return lines
+
+
+def run_transformer(rounds: int, use_inductor: bool) -> None:
+    torch.manual_seed(0)
+    model, x = Transformer(), torch.randn(8, 64, 128, generator=torch.Generator().manual_seed(0))
+    contenders: dict[str, Callable] = {"eager": model, "ours": tc_compile(model, backend="c")}
+    if use_inductor:
+        torch._dynamo.reset()
+        contenders["inductor"] = torch.compile(model)
+    results: dict[str, dict[str, float]] = {}
+    firsts: dict[str, dict[str, float]] = {}
+    errors: dict[str, float] = {}
+    for mode in ("inference", "training"):
+        model.train(mode == "training")
+        calls: dict[str, Callable[[], object]] = {}
+        for name, fn in contenders.items():
+            if mode == "inference":
+                calls[name] = lambda fn=fn: fn(x)
+            else:
+                calls[name] = _training_step(model, fn, x)
+            start = time.perf_counter()
+            with (torch.no_grad() if mode == "inference" else torch.enable_grad()):
+                calls[name]()
+            firsts.setdefault(mode, {})[name] = time.perf_counter() - start
+        if mode == "inference":
+            with torch.no_grad():
+                expected = model(x)
+                errors = {name: max_error(fn(x), expected) for name, fn in contenders.items() if name != "eager"}
+        times: dict[str, list[float]] = {name: [] for name in calls}
+        with (torch.no_grad() if mode == "inference" else torch.enable_grad()):
+            for _ in range(2):  # warm-up (ours: the first call captures, the second compiles nothing more)
+                for fn in calls.values():
+                    fn()
+            for _ in range(rounds):  # alternate, so that a noisy neighbour hurts all alike
+                for name, fn in calls.items():
+                    start = time.perf_counter()
+                    fn()
+                    times[name].append(time.perf_counter() - start)
+        results[mode] = {name: statistics.median(t) for name, t in times.items()}
+    print(f"\n{'transformer (4 blocks, d=128, 8x64)':40} {'eager ms':>9} {'inductor':>9} {'ours ms':>9} "
+          f"{'ours/eager':>10} {'ours/ind':>8} {'1st: ind s':>10} {'ours s':>7}")
+    for mode, t in results.items():
+        e, i, o = t["eager"], t.get("inductor"), t["ours"]
+        f = firsts[mode]
+        print(f"{mode:40} {_ms(e)} {_ms(i)} {_ms(o)} {o / e:9.2f}x "
+              + (f"{o / i:7.2f}x" if i else "       -") + " "
+              + (f"{f['inductor']:10.2f}" if "inductor" in f else "         -") + f" {f['ours']:7.2f}")
+    print("max error against eager (inference): " + ", ".join(f"{k} {v:.1e}" for k, v in errors.items()))
+    print("\nwhere our time goes:")
+    for mode in ("inference", "training"):
+        model.train(mode == "training")
+        print(f" {mode}:")
+        with (torch.no_grad() if mode == "inference" else torch.enable_grad()):
+            for line in breakdown(contenders["ours"], x, max(3, rounds // 2)):
+                print(line)
+    print("\ntargets:")
+    for mode, t in results.items():
+        if "inductor" in t:
+            ok = t["ours"] <= t["eager"] and t["ours"] <= 1.1 * t["inductor"]
+            print(f"  {'met   ' if ok else 'MISSED'} {mode}: ours <= 1.0x eager and <= 1.1x inductor "
+                  f"({t['ours'] / t['eager']:.2f}x, {t['ours'] / t['inductor']:.2f}x)")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks compile", description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1 << 24, help="elements of the elementwise chains (16M)")
     parser.add_argument("--rounds", type=int, default=15, help="timed calls per contender (median reported)")
     parser.add_argument("--only", default="a,b,c,d", help="comma-separated workloads among a,b,c,d")
+    parser.add_argument("--model", choices=["chains", "transformer"], default="chains",
+                        help="the workloads a-d (default), or the transformer")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads for torch and for our kernels (default: as configured)")
     parser.add_argument("--no-inductor", action="store_true", help="leave torch.compile out (it takes ~10 s per model)")
     parser.add_argument("--first-call", choices=["process", "in-process"], default="process",
                         help="measure first calls in a fresh process each (default, fair: neither compiler is "
                              "warmed up by earlier workloads) or in this one (faster)")
     args = parser.parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)   # read by our C kernels when they load
 
     # Both compilers start cold: fresh cache dirs, so the first call includes the real compile.
     # In-process, torch.compile's first workload also pays its one-time warm-up, later ones do not.
     os.environ["TENSORCRAFT_CACHE_DIR"] = tempfile.mkdtemp(prefix="tensorcraft_bench_")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor_bench_")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"OpenMP threads for ours: {len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()}; "
+          f"OpenMP threads for ours: {c_codegen.available_threads()}; "
           f"median of {args.rounds} rounds; first calls from empty caches, "
           + ("each in a fresh process" if args.first_call == "process" else "in this process"))
-    if _tensorcraft_compile() is None:
-        print("tensorcraft.compile is not available yet: only the kernel-only rows show ours")
+    if args.model == "transformer":
+        run_transformer(args.rounds, not args.no_inductor)
+        return 0
     rows = []
     for key in args.only.split(","):
         rows += run_workload(key, args.size, args.rounds, not args.no_inductor, args.first_call == "process")

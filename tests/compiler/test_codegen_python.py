@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 import tensorcraft
 from tensorcraft.compiler.codegen import backends
 from tensorcraft.compiler.codegen.kernel import BINARY, REDUCTIONS, UNARY, Buffer, Kernel, Output, Stmt, evaluate
-from tensorcraft.compiler.codegen.python import compile_kernel, kernel_source
+from tensorcraft.compiler.codegen.python import compile_kernel, python_source
 from tensorcraft.compiler.examples import model_zoo
 
 from available_backends import backend_params
@@ -51,7 +51,7 @@ def test_kernel_source_reads_like_the_kernel():
     kernel = Kernel("k", (2, 3), (Buffer("a", (2, 3)), Buffer("b", (1, 3))),
                     (Stmt("x", "load", ("a",)), Stmt("y", "load", ("b",)), Stmt("z", "add", ("x", "y")),
                      Stmt("e", "exp", ("z",))), (Output("o", "e"), Output("s", "e", "sum")))
-    source = kernel_source(kernel)
+    source = python_source(kernel)
     assert "def k(a, b, o, s):" in source and "z = torch.add(x, y)" in source and "e = torch.exp(z)" in source
     assert "s.copy_(torch.sum(e.expand((2, 3)), dim=-1, keepdim=True))" in source
 
@@ -66,10 +66,9 @@ def test_generated_wrapper_compiles_and_reruns(name):
         result = compiled.compiled
         code = compile(result.code.source, "<wrapper>", "exec")  # valid Python on its own
         assert code.co_filename == "<wrapper>"
-        from tensorcraft.compiler import runtime
-        fn = runtime.load(result.code)
+        fn = result.code.load()
         params = dict(model.named_parameters()) | dict(model.named_buffers())
-        out = runtime.run(fn, result.code, [x], [params[n] for n in result.code.param_names])
+        out = fn(x, *[params[n] for n in result.code.param_names])
         torch.testing.assert_close(out[0], model(x), rtol=1e-5, atol=1e-5)
     assert "def forward(" in result.source and "del " in result.source
 

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 
 import pytest
 import torch
 
 import tensorcraft
+from tensorcraft.compiler.api import CompiledModule
 from tensorcraft.compiler.examples import model_zoo
 
 from available_backends import backend_params
@@ -34,6 +34,8 @@ def test_inference_matches_eager(name, backend):
     optimized = compiled.compiled.optimized
     if name == "cnn":  # both conv -> batchnorm -> relu chains folded into one conv each
         assert optimized.count(op="batch_norm") == 0 and optimized.count(op="conv2d_relu") == 2, optimized
+    elif name == "attention":  # no chain to fuse; torch's own softmax stays an extern call
+        assert optimized.count(op="softmax") == 1 and optimized.count(kind="kernel") == 0, optimized
     else:
         assert optimized.count(kind="kernel") >= 1, optimized
 
@@ -100,7 +102,7 @@ def test_default_backend_is_c_on_cpu_or_python_with_a_note():
     compiled(x)
     torch.testing.assert_close(compiled(x), f(x), rtol=1e-5, atol=1e-5)
     chosen = compiled.compiled.backend
-    if importlib.util.find_spec("tensorcraft.compiler.codegen.c") is not None and not compiled.compiled.notes:
+    if not compiled.compiled.notes:
         assert chosen == "c"
     else:
         assert chosen == "python" and "using the python backend instead" in compiled.explain()
@@ -239,7 +241,7 @@ def test_each_stage_of_the_pipeline_can_be_replaced():
     f = lambda x: torch.tanh(x * 2 + 1) @ x  # noqa: E731
     x = torch.randn(4, 4)
     compiled = compile_graph(capture(f, (x,)).graph, backend="python", passes=[my_dce, "fusion"], planner=no_reuse)
-    torch.testing.assert_close(compiled([x], {})[0], f(x))
+    torch.testing.assert_close(compiled.run([x], []), f(x))
     assert calls == ["dce", "planner"] and "_slot" not in compiled.code.source
 
 
@@ -283,3 +285,105 @@ def test_a_compiled_module_inside_a_compiled_module_runs_eagerly_and_says_why(ba
         for _ in range(2):
             torch.testing.assert_close(compiled(x), fn(x))
     assert "compiled module or a ctypes call" in compiled.explain()
+
+
+# -- regressions from the review of the compiler ---------------------------------------------------
+@pytest.mark.parametrize("backend", backend_params())
+@pytest.mark.parametrize("constant", [float("nan"), float("inf"), -float("inf")])
+def test_nan_and_infinite_constants_run_on_every_backend(backend, constant):
+    """A NaN constant was printed as `nan` by the Python backend: NameError on the second call."""
+    f = lambda x: (x + constant) * 2  # noqa: E731
+    compiled = tensorcraft.compile(f, backend=backend)
+    x = torch.randn(3, 4)
+    for _ in range(2):  # call 1 captures (eager), call 2 runs the generated kernel
+        torch.testing.assert_close(compiled(x), f(x), equal_nan=True)
+    assert compiled.stats.cache_hits == 1 and compiled.compiled.optimized.count(kind="kernel") == 1
+
+
+def test_every_module_method_acts_on_the_model_itself():
+    """compiled.half() converted the submodules but left the root's own parameters in float32."""
+    model, shape = model_zoo()["norm_softmax"]  # `scale` is a parameter of the root module itself
+    compiled = tensorcraft.compile(model.eval(), backend="python")
+    assert isinstance(compiled, type(model)) and isinstance(compiled, CompiledModule)
+    assert compiled.half() is compiled and model.scale.dtype == torch.float16
+    assert {p.dtype for p in model.parameters()} == {torch.float16}
+    compiled.double()
+    assert {p.dtype for p in model.parameters()} == {torch.float64}
+    x = _inputs(shape).double()
+    with torch.no_grad():
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x), model(x))
+    compiled.extra = 3  # attributes, hooks and flags are the model's
+    assert model.extra == 3 and "extra" not in vars(type(compiled))
+    seen = []
+    handle = compiled.register_forward_hook(lambda module, args, out: seen.append(module))
+    with torch.no_grad():
+        compiled(x)
+    assert seen == [model] and compiled._forward_hooks is model._forward_hooks  # ran once, on the model
+    handle.remove()
+    assert "CompiledModule(" in repr(compiled)
+
+
+def test_a_toolchain_error_is_recognised_by_its_class_not_its_name():
+    from tensorcraft.compiler.codegen import backends
+    from tensorcraft.compiler.codegen.c_toolchain import CompilerUnavailable
+
+    class CompilerUnavailableLookalike(Exception):  # the old check matched any class named so
+        pass
+    CompilerUnavailableLookalike.__name__ = "CompilerUnavailable"
+
+    def missing(kernel):
+        raise CompilerUnavailable("no cc here")
+
+    def broken(kernel):
+        raise CompilerUnavailableLookalike("a bug in my generator")
+    f = lambda x: torch.tanh(x) * 2  # noqa: E731
+    x = torch.randn(3)
+    with pytest.raises(backends.BackendUnavailable, match="backend .*missing.*: no cc here"):
+        tensorcraft.compile(f, backend=missing)(x)  # the first call compiles
+    with pytest.raises(CompilerUnavailableLookalike, match="a bug in my generator"):
+        tensorcraft.compile(f, backend=broken)(x)
+
+
+def test_a_substituted_stage_runs_inside_the_real_pipeline_and_bypasses_the_cache():
+    from tensorcraft.compiler.passes.dce import eliminate_dead_code
+    from tensorcraft.compiler.passes.memory_plan import plan_memory
+    from tensorcraft.compiler.codegen.python import python_source
+    calls = []
+
+    def my_dce(graph):
+        calls.append("dce")
+        return eliminate_dead_code.library(graph)
+
+    def my_planner(graph):
+        calls.append("planner")
+        return plan_memory.library(graph)
+
+    def my_printer(kernel):
+        calls.append("printer")
+        return python_source.library(kernel)
+    f = lambda x: torch.tanh(x * 2 + 1).sum(-1)  # noqa: E731
+    compiled = tensorcraft.compile(f, backend="python")
+    x = torch.randn(3, 5)
+    with tensorcraft.substitute(eliminate_dead_code=my_dce, plan_memory=my_planner, python_source=my_printer):
+        for _ in range(2):  # every call builds afresh and returns what the compiled code computes
+            torch.testing.assert_close(compiled(x), f(x))
+    assert calls.count("dce") == 2 and calls.count("planner") == 2 and calls.count("printer") >= 2
+    assert compiled.stats.compiles == 2 and not compiled._compiler.entries  # nothing cached
+    compiled(x)
+    assert calls.count("dce") == 2 and len(compiled._compiler.entries) == 1  # the library's own again
+
+
+def test_with_gradients_the_default_runs_torch_calls_and_fused_kernels_recompute_on_request():
+    from tensorcraft.compiler.passes import DEFAULT_PASSES
+    model, shape = model_zoo()["mlp"]
+    for passes, kernels in ((None, 0), (DEFAULT_PASSES, 1)):
+        compiled = tensorcraft.compile(model, backend="python", passes=passes)
+        for seed in (1, 2):
+            x = _inputs(shape, seed).requires_grad_()
+            compiled(x).square().sum().backward()
+            got = x.grad
+            x.grad = None
+            model(x).square().sum().backward()
+            torch.testing.assert_close(got, x.grad, rtol=1e-5, atol=1e-5)
+        assert compiled.compiled.optimized.count(kind="kernel") == kernels and compiled.stats.cache_hits == 1

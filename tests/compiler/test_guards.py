@@ -438,3 +438,26 @@ def test_a_compiled_bound_forward_guards_its_modules_attributes():
         torch.testing.assert_close(compiled(x), model(x))
     assert compiled.stats.compiles == 2
     assert compiled.stats.recompiles == ["module attribute scale is 3.0, was 2.0"]
+
+
+def test_only_the_module_tensors_baked_into_the_code_are_compared_by_value():
+    class Masked(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 8)
+            self.register_buffer("mask", torch.triu(torch.ones(8, 8, dtype=torch.bool), 1))
+
+        def forward(self, x):
+            return self.lin(x).masked_fill(self.mask[:4, :8], 0.0)  # the slice is folded, lin is read
+    model = Masked().eval()
+    compiled = tensorcraft.compile(model, backend="python")
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        compiled(x)
+        compiled(x)
+        entry = compiled._compiler.entries[0]
+        compared = [name for name, copy in zip(entry.guards.param_names, entry.guards.snapshots) if copy is not None]
+        assert compared == ["mask"] and compiled.compiled.optimized.baked == {"mask"}
+        model.mask.data[0, 0] = True  # no version bump: only a comparison of values sees it
+        torch.testing.assert_close(compiled(x), model(x))
+    assert "module tensor mask holds other values" in compiled.stats.recompiles[0]

@@ -19,6 +19,7 @@ from tensorcraft.compiler.capture import capture
 from tensorcraft.compiler.examples import model_zoo
 from tensorcraft.compiler.interpret import interpret
 from tensorcraft.compiler.opnames import canonical_name
+from tensorcraft.compiler.passes import DEFAULT_PASSES
 from tensorcraft.compiler.passes.constant_folding import fold_constants
 from tensorcraft.compiler.passes.conv_bn import fold_conv_batchnorm
 from tensorcraft.compiler.passes.cse import eliminate_common_subexpressions
@@ -231,16 +232,15 @@ def test_memory_plan_never_shares_a_slot_between_live_values(program):
     fn, inputs = as_function(program), example_inputs()
     graph = fuse_elementwise(eliminate_dead_code(decompose(capture(fn, inputs).graph)))
     plan = plan_memory(graph)
-    lifetime, _ = storage_lifetimes(graph)
-    index = {n.name: i for i, n in enumerate(graph.nodes)}
-    placed = [n for n in graph.nodes if n.name in plan.slot_of]
+    lifetime = storage_lifetimes(graph)
+    index = {n: i for i, n in enumerate(graph.nodes)}
+    placed = [n for n in graph.nodes if n in plan.slot_of]
     for a in placed:
         for b in placed:
-            written_at = index[b.args[0].name]  # b's kernel runs there, reading its inputs as it writes b
-            if a is not b and plan.slot_of[a.name] == plan.slot_of[b.name] and index[a.name] < index[b.name]:
-                assert lifetime[a.name] < written_at, f"{a.name} still live when {b.name} reuses its slot"
-    outputs = {o.name for o in graph.output.inputs}
-    assert not outputs & set(plan.slot_of)
+            written_at = index[b.args[0]]  # b's kernel runs there, reading its inputs as it writes b
+            if a is not b and plan.slot_of[a] == plan.slot_of[b] and index[a] < index[b]:
+                assert lifetime[a] < written_at, f"{a.name} still live when {b.name} reuses its slot"
+    assert not {o.storage for o in graph.output.inputs} & set(plan.slot_of)
     assert plan.planned_peak_bytes <= plan.unplanned_bytes + sum(s.nbytes for s in plan.slots)
     assert plan.eager_peak_bytes <= plan.unplanned_bytes
 
@@ -276,12 +276,15 @@ def test_views_of_rewritten_values_keep_their_storage_alive():
         v = s.view(-1)                    # a view of the softmax result
         y = torch.tanh(x @ w + 1) * 3     # a later kernel that could take s's slot
         return y.sum() + v[:4].sum() + t
-    compiled = tensorcraft.compile(f, backend="python")
+    compiled = tensorcraft.compile(f, backend="python", passes=["decompose", *DEFAULT_PASSES])
     x, w = torch.randn(4, 6), torch.randn(6, 6)
     compiled(x, w)
     torch.testing.assert_close(compiled(x, w), f(x, w))
-    plan = compiled.compiled.plan
-    assert not plan.notes and "softmax" in plan.slot_of
+    graph, plan = compiled.compiled.optimized, compiled.compiled.plan
+    views = [n for n in graph.nodes if n.op == "view" and n.aliases is not None]
+    assert views and all(v.storage in plan.slot_of for v in views)  # a view keeps its slot's value alive
+    lifetime, index = storage_lifetimes(graph), {n: i for i, n in enumerate(graph.nodes)}
+    assert all(lifetime[v.storage] >= max(index[u] for u in graph.users()[v]) for v in views)
 
 
 @pytest.mark.parametrize("backend", [p for p in backend_params() if p.values[0] != "python"])
@@ -296,3 +299,17 @@ def test_whole_pipeline_matches_eager_on_random_programs_with_compiled_kernels(b
             inputs = example_inputs(seed=seed)
             torch.testing.assert_close(compiled(*inputs), fn(*inputs), rtol=1e-4, atol=1e-4)
     check()
+
+
+def test_a_value_is_recomputed_only_when_that_reads_no_more_memory_than_loading_it():
+    def f(x, a, b, c):
+        r = x + a + b + c                  # a residual stream: four full-size inputs
+        return r - r.mean(-1, keepdim=True)
+    inputs = [torch.randn(8, 32) for _ in range(4)]
+    graph = fuse_elementwise(capture(f, inputs).graph)
+    kernels = [n for n in graph.nodes if n.kind == "kernel"]
+    assert [k.attrs["recomputes"] for k in kernels] == [""]  # r is stored once, not summed again
+    assert graph.count(op="sub") == 1  # the subtraction reads the stored r (alone, it stays a torch call)
+    torch.testing.assert_close(interpret(graph, inputs)[0], f(*inputs), rtol=1e-5, atol=1e-5)
+    soft = fuse_elementwise(decompose(capture(lambda x: (x * 2).softmax(-1), (torch.randn(8, 32),)).graph))
+    assert any(k.attrs["recomputes"] for k in soft.nodes if k.kind == "kernel")  # exp(x - max) from x: yes

@@ -1,7 +1,19 @@
 """A small torch.compile: capture -> passes -> memory planning -> codegen -> runtime.
 
-Public entry points: ``tensorcraft.compile`` (api.compile) and ``dynamo_backend``, a backend for
-``torch.compile(model, backend=tensorcraft.compiler.dynamo_backend)``. The function is bound
-here under its module's name, so that this spelling hands torch.compile a callable.
+Public entry points: ``tensorcraft.compile`` (``api.compile``) and ``dynamo_backend.backend``, a
+backend for ``torch.compile(model, backend=tensorcraft.compiler.dynamo_backend.backend)``.
+
+The stages a learner may rewrite are public functions the pipeline calls, declared with
+``tensorcraft.stages.swappable``; the modules below declare them, so importing the package makes
+every name known to ``tensorcraft.substitute``:
+    capture.capture, dynamo_backend.graph_from_fx      the front-ends (through builder.GraphBuilder)
+    guards.check_guards                                 is a cached entry still valid?
+    passes.*: eliminate_dead_code, fold_constants, eliminate_common_subexpressions,
+              fold_conv_batchnorm, decompose, group_fusible, fuse_elementwise
+    passes.memory_plan.plan_memory                      liveness and buffer reuse
+    codegen: python_source, c_source, triton_source     the kernel printers
+    codegen.wrapper.generate_wrapper                    the Python function that runs a graph
 """
-from .dynamo_backend import dynamo_backend  # noqa: F401
+from . import api, capture, dynamo_backend, guards  # noqa: F401
+from .codegen import c, python, triton, wrapper  # noqa: F401
+from .passes import conv_bn, constant_folding, cse, dce, decompose, fusion, memory_plan  # noqa: F401

@@ -5,7 +5,9 @@ Why a `TorchFunctionMode`: it sees each call at the level the program wrote it (
 autograd or decomposition; the recorded graph reads like the source and like fx's. (A
 `TorchDispatchMode` would see ATen ops after autograd: more ops, further from the code.)
 Values are identified by tensor identity: each tensor the program produces maps to the node
-that produced it; inputs map to placeholders, module parameters/buffers to param nodes.
+that produced it; inputs map to placeholders, module parameters/buffers to param nodes. Every
+call goes to ``builder.GraphBuilder`` (the same builder the fx front-end uses), which records it,
+turns an in-place update of an intermediate into its functional form, and records views.
 
 Capture never guesses. When the recording could not be replayed faithfully (the program reads a
 tensor value into Python, draws random numbers, mutates an input or a parameter...), the call
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import operator
 import types
 import os
 import traceback
@@ -26,11 +27,11 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
-from . import functional, opnames
+from . import opnames
+from ..stages import swappable
+from .builder import PLAIN_RESULTS, GraphBuilder, Refused, is_inplace
 from .ir import Graph, Node
 
-_RESULT_TYPES = (torch.Tensor, int, float, bool, complex, str, type(None), torch.Size, torch.dtype,
-                 torch.device, torch.memory_format, torch.layout)
 
 
 @dataclass
@@ -43,6 +44,7 @@ class Captured:
     input_names: list[str] = field(default_factory=list)  # a readable name per flat input
 
 
+@swappable
 def capture(fn: Callable, args: tuple = (), kwargs: dict | None = None,
             module: torch.nn.Module | None = None) -> Captured:
     """Call ``fn(*args, **kwargs)`` eagerly and record the torch calls it makes.
@@ -62,10 +64,7 @@ def capture(fn: Callable, args: tuple = (), kwargs: dict | None = None,
                             "(numbers, strings, None) instead", result, input_names=names)
     for index, (value, name) in enumerate(zip(flat, names)):
         if isinstance(value, torch.Tensor):
-            node = recorder.graph.add_like(value, "placeholder", "placeholder", name=name,
-                                           attrs={"index": index})
-            recorder.bind(value, node)
-            recorder.protected.add(id(value))
+            recorder.bind(value, recorder.builder.placeholder(value, name, index))
     with recorder:
         result = fn(*args, **kwargs)
     if recorder.reason is not None:
@@ -75,17 +74,15 @@ def capture(fn: Callable, args: tuple = (), kwargs: dict | None = None,
     for value in out_flat:
         if isinstance(value, torch.Tensor):
             outputs.append(recorder.node_for(value))
-        elif isinstance(value, _RESULT_TYPES):
+        elif isinstance(value, PLAIN_RESULTS):
             outputs.append(value)
         else:
             return Captured(None, f"unsupported output: the function returned a {type(value).__name__}", result,
                             input_names=names)
     if recorder.reason is not None:  # an output can be refused too (a global that requires grad)
         return Captured(None, recorder.reason, result, input_names=names)
-    graph = recorder.graph
-    graph.add("output", "output", args=tuple(outputs))
-    graph.output_spec = out_spec
-    return Captured(graph, None, result, recorder.constants, names)
+    recorder.builder.output(outputs, out_spec)
+    return Captured(recorder.graph, None, result, recorder.constants, names)
 
 
 def _holds_state(value: Any) -> bool:
@@ -93,7 +90,7 @@ def _holds_state(value: Any) -> bool:
     classes are fine: guarded by identity, their code does not change)."""
     if isinstance(value, torch.nn.Module):
         return True
-    return not isinstance(value, _RESULT_TYPES + (type, types.FunctionType, types.BuiltinFunctionType,
+    return not isinstance(value, PLAIN_RESULTS + (type, types.FunctionType, types.BuiltinFunctionType,
                                                   types.MethodType, functools.partial)) \
         and not type(value).__module__.startswith("torch")  # torch's own values: Size, finfo, ...
 
@@ -147,47 +144,34 @@ def _user_location() -> str:
     return "<unknown>"
 
 
-def _result_dtype(fn: Callable, args: tuple, kwargs: dict) -> torch.dtype | None:
-    """The dtype ``fn(*args, **kwargs)`` would return, found on meta tensors (no data, no compute)."""
-    def to_meta(v):
-        return v.to("meta") if isinstance(v, torch.Tensor) else v
-    try:
-        out = fn(*pytree.tree_map(to_meta, args), **pytree.tree_map(to_meta, kwargs))
-    except Exception:  # noqa: BLE001  (an op without a meta kernel: cannot tell)
-        return None
-    return out.dtype if isinstance(out, torch.Tensor) else None
-
-
 class _Recorder(TorchFunctionMode):
-    """Records each torch call made while active; stops recording (not running) at the first refusal."""
+    """Maps each tensor the program touches to its node and hands every call to the graph builder;
+    stops recording (not running) at the first refusal."""
 
     def __init__(self, module: torch.nn.Module | None) -> None:
         super().__init__()
-        self.graph = Graph()
-        self.values: dict[int, Node] = {}
-        self.keep: list[torch.Tensor] = []  # keeps tensors alive so ids are not reused
-        self.protected: set[int] = set()  # ids of inputs and module tensors: never mutated
+        self.builder = GraphBuilder()
+        self.graph = self.builder.graph
+        self.nodes: dict[int, Node] = {}  # id(tensor) -> its node (the builder keeps the tensors alive)
         self.module_names = _module_tensors(module)
-        self.protected |= set(self.module_names)
         self.constants: list[torch.Tensor] = []
         self.reason: str | None = None
 
     def bind(self, tensor: torch.Tensor, node: Node) -> None:
-        self.values[id(tensor)] = node
-        self.keep.append(tensor)
+        self.nodes[id(tensor)] = node
 
     def node_for(self, tensor: torch.Tensor) -> Node:
-        node = self.values.get(id(tensor))
+        node = self.nodes.get(id(tensor))
         if node is not None:
             return node
         qual = self.module_names.get(id(tensor))
         if qual is not None:
-            node = self.graph.add_like(tensor, "param", "param", qual, name=qual, attrs={"value": tensor})
+            node = self.builder.param(tensor, qual)
         else:  # a tensor from a global or a closure: baked in by reference (version-guarded)
             if tensor.requires_grad and torch.is_grad_enabled():
                 self.refuse(f"a tensor{list(tensor.shape)} from a closure or a global requires grad: "
                             "its gradient would be lost; pass it as an argument or make it a module parameter")
-            node = self.graph.add_like(tensor, "constant", "constant", tensor, name="const")
+            node = self.builder.constant(tensor)
             self.constants.append(tensor)
         self.bind(tensor, node)
         return node
@@ -207,95 +191,25 @@ class _Recorder(TorchFunctionMode):
             return slice(self._to_nodes(value.start), self._to_nodes(value.stop), self._to_nodes(value.step))
         return value
 
-    def _is_protected(self, tensor: torch.Tensor) -> bool:
-        t: torch.Tensor | None = tensor
-        while t is not None:
-            if id(t) in self.protected:
-                return True
-            t = t._base
-        return False
-
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if self.reason is not None:  # already refused: just finish the call eagerly
             return func(*args, **kwargs)
         name = opnames.canonical_name(func)
-        why = opnames.refusal(name, args, kwargs)
-        if why is None and kwargs.get("out") is not None:
-            why = f"out= argument: {name} writes into an existing tensor"
-        if why is not None:
-            self.refuse(why)
-            return func(*args, **kwargs)
         if name == "__iter__":  # iterating a tensor unbinds it along dim 0: record that
             return iter(self.__torch_function__(torch.unbind, types, (args[0],), {}))
-        inplace = opnames.is_inplace_name(name) or kwargs.get("inplace") is True
-        if inplace:
-            return self._record_inplace(func, name, args, kwargs)
         node_args, node_kwargs = self._to_nodes(tuple(args)), self._to_nodes(kwargs)
-        result = func(*args, **kwargs)
-        self._record(func, name, node_args, node_kwargs, args, kwargs, result)
-        return result
-
-    def _record(self, func, name, node_args, node_kwargs, args, kwargs, result) -> None:
-        leaves = pytree.tree_leaves(result) if isinstance(result, (tuple, list)) else [result]
-        if not any(isinstance(v, torch.Tensor) for v in leaves):
-            if not all(isinstance(v, _RESULT_TYPES) for v in leaves):
-                self.refuse(f"unsupported result: {name} returned a {type(result).__name__}")
-            return  # shapes, sizes, dtypes: plain values, baked in (the guards pin the shapes)
-        graph = self.graph
-        if isinstance(result, torch.Tensor):
-            node = graph.add_like(result, "call", name, func, node_args, node_kwargs, name=name)
-            node.attrs["aliases"] = self._alias_of(result, args, kwargs)
-            self.bind(result, node)
-            return
-        if not isinstance(result, (tuple, list)) or not all(isinstance(v, _RESULT_TYPES) for v in result):
-            self.refuse(f"unsupported result: {name} returned a nested {type(result).__name__}")
-            return
-        multi = graph.add("call", name, func, node_args, node_kwargs, name=name)
-        for i, value in enumerate(result):
-            if isinstance(value, torch.Tensor):
-                item = graph.add_like(value, "call", "getitem", operator.getitem, (multi, i), name=f"{multi.name}_{i}")
-                item.attrs["aliases"] = self._alias_of(value, args, kwargs)
-                self.bind(value, item)
-
-    def _alias_of(self, result: torch.Tensor, args, kwargs) -> str | None:
-        """Name of the input node whose memory the result shares (a view), else None."""
-        if result.device.type == "meta" or result.untyped_storage().nbytes() == 0:
-            return None
-        ptr = result.untyped_storage().data_ptr()
-        for value in pytree.tree_leaves((args, kwargs)):
-            if isinstance(value, torch.Tensor) and value.device == result.device \
-                    and value.untyped_storage().nbytes() and value.untyped_storage().data_ptr() == ptr:
-                return self.values[id(value)].name if id(value) in self.values else None
-        return None
-
-    def _record_inplace(self, func, name, args, kwargs):
-        """Record ``x.op_(...)`` on an intermediate as ``x2 = op(x, ...)``; refuse it on anything shared."""
-        target = args[0]
-        if self._is_protected(target):
-            self.refuse(f"in-place update of an input or parameter: {name}")
-            return func(*args, **kwargs)
-        if target._is_view() or any(t._base is target for t in self.keep):
-            self.refuse(f"in-place update of a tensor that shares memory with a view: {name}")
-            return func(*args, **kwargs)
-        if name == "setitem_":
-            pure, pure_kwargs = functional.index_put, {}
-        elif kwargs.get("inplace") is True:
-            pure, pure_kwargs = func, {**kwargs, "inplace": False}
-        else:
-            pure, pure_kwargs = getattr(torch.Tensor, name[:-1], None), kwargs
-            if pure is None or not callable(pure):  # zero_, fill_, copy_, requires_grad_ ...
-                self.refuse(f"in-place op {name} has no functional form")
-                return func(*args, **kwargs)
-        if name != "setitem_":
-            promoted = _result_dtype(pure, args, pure_kwargs)
-            if promoted != target.dtype:  # x.add_(y64) stays float32; add(x, y64) would be float64
-                self.refuse(f"in-place op {name} on a {target.dtype} tensor computes in {promoted}: "
-                            "its functional form would change the dtype")
-                return func(*args, **kwargs)
-        node_args, node_kwargs = self._to_nodes(tuple(args)), self._to_nodes(pure_kwargs)
-        result = func(*args, **kwargs)
-        op = "index_put" if name == "setitem_" else name.rstrip("_")
-        node = self.graph.add_like(target, "call", op, pure, node_args, node_kwargs, name=op)
-        self.bind(target, node)
+        try:
+            result, recorded = self.builder.call(func, node_args, node_kwargs, tuple(args), kwargs, op=name)
+        except Refused as refusal:
+            self.refuse(str(refusal))
+            return refusal.result if refusal.ran else func(*args, **kwargs)
+        if is_inplace(func, name, kwargs):
+            self.bind(args[0], recorded)  # the updated tensor is the functional form's value now
+        elif isinstance(result, torch.Tensor):
+            self.bind(result, recorded)
+        elif isinstance(recorded, tuple):
+            for value, node in zip(result, recorded):
+                if isinstance(node, Node):
+                    self.bind(value, node)
         return result

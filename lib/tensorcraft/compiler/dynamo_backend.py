@@ -1,13 +1,13 @@
 """A torch.compile backend: Dynamo captures, tensorcraft optimizes and generates the code.
 
-    torch.compile(model, backend=tensorcraft.compiler.dynamo_backend)
+    import tensorcraft.compiler.dynamo_backend
+    torch.compile(model, backend=tensorcraft.compiler.dynamo_backend.backend)
 
 Dynamo reads the Python bytecode (so it handles control flow with graph breaks and guards far
 better than our capture) and hands over an ``fx.GraphModule`` plus example inputs. We convert
 that fx graph into our Graph (`graph_from_fx`: one of our nodes per fx node, shapes taken by
 running the fx graph once on the examples) and run the same passes and code generation as
-`tensorcraft.compile`. (``tensorcraft.compiler.dynamo_backend`` is this function: the package
-re-exports it under the module's name.)
+`tensorcraft.compile`.
 
 Dynamo hands a backend the graph as the program wrote it, mutations included (``x += 1``,
 ``b[0] = 1``, ``relu(x, inplace=True)``, batchnorm updating its running statistics) and random
@@ -28,207 +28,84 @@ import torch
 import torch.fx
 from torch.utils import _pytree as pytree
 
-from . import functional, opnames
-from .ir import Graph, Node
+from . import opnames
+from ..stages import swappable
+from .builder import GraphBuilder, Refused, is_inplace
+from .ir import Graph
 from .pipeline import compile_graph
-from .training import run_with_gradients
 
 
-_PURE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
-                   operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
-                   operator.imod: operator.mod, operator.ipow: operator.pow, operator.imatmul: operator.matmul,
-                   operator.iand: operator.and_, operator.ior: operator.or_, operator.ixor: operator.xor,
-                   operator.setitem: functional.index_put}
-
-
-class Refused(Exception):
-    """The fx graph cannot be compiled faithfully; the message says why."""
-
-
-def _is_inplace(n: torch.fx.Node) -> bool:
-    return n.op in ("call_function", "call_method") and (
-        n.target in _PURE_OPERATORS or opnames.is_inplace_name(opnames.canonical_name(n.target))
-        or n.kwargs.get("inplace") is True)
-
-
-def _pure_form(n: torch.fx.Node) -> tuple[Callable, dict] | None:
-    """The functional twin of an in-place node and its kwargs (None when there is none: zero_, copy_)."""
-    if n.target in _PURE_OPERATORS:
-        return _PURE_OPERATORS[n.target], dict(n.kwargs)
-    if n.kwargs.get("inplace") is True:
-        return n.target, {**n.kwargs, "inplace": False}
-    name = n.target if isinstance(n.target, str) else n.target.__name__
-    pure = getattr(torch.Tensor, name[:-1], None)
-    return (pure, dict(n.kwargs)) if callable(pure) else None
+_STATEFUL_IN_TRAINING = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
 
 
 class _Converter(torch.fx.Interpreter):
-    """Runs the fx graph on example inputs and records one of our nodes per fx node."""
+    """Runs the fx graph on example inputs, handing every node to the graph builder."""
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         super().__init__(gm)
-        self.built = Graph()
-        self.ours: dict[torch.fx.Node, Any] = {}  # fx node -> our Node, or a plain value
-        self.real: dict[int, Any] = {}  # id(our node) -> the value it had in this run (kept alive)
+        self.builder = GraphBuilder()
+        self.ours: dict[torch.fx.Node, Any] = {}  # fx node -> our Node (or Nodes, or a plain value)
         self.placeholder_index = 0
-        self.refused: str | None = None  # why conversion stopped (fx adds its own notes to the exception)
 
     def _map(self, value: Any) -> Any:
         return torch.fx.node.map_arg(value, lambda n: self.ours[n])
 
     def run_node(self, n: torch.fx.Node) -> Any:
-        if _is_inplace(n):
-            return self._functionalize(n)
-        result = super().run_node(n)
-        self._record(n, result)
-        if isinstance(self.ours.get(n), Node):
-            self.real[id(self.ours[n])] = result
-        return result
-
-    def _functionalize(self, n: torch.fx.Node) -> Any:
-        """Record ``t.op_(...)`` on a fresh intermediate ``t`` as ``op(t, ...)``; refuse anything else."""
-        try:
-            return self._functional_twin(n)
-        except Refused as refusal:
-            self.refused = str(refusal)
-            raise
-
-    def _functional_twin(self, n: torch.fx.Node) -> Any:
-        pure = _pure_form(n)
-        target = n.args[0] if n.args else None
-        if pure is None:
-            raise Refused(f"in-place op without a functional form: {n.format_node()}")
-        if not isinstance(target, torch.fx.Node) or target.op in ("placeholder", "get_attr"):
-            raise Refused(f"the graph mutates an input or a parameter: {n.format_node()}")
-        t = self.env[target]
-        mine = id(self.ours[target])  # any other value on t's memory (x.contiguous() can return x itself)
-        shared = [v for key, v in self.real.items() if key != mine and isinstance(v, torch.Tensor)
-                  and v.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()]
-        if t._is_view() or shared:
-            raise Refused(f"in-place update of a tensor that shares memory with another: {n.format_node()}")
-        fn, kwargs = pure
-        args, real_kwargs = self.fetch_args_kwargs_from_env(n)
-        expected = fn(*args, **{**real_kwargs, "inplace": False} if "inplace" in real_kwargs else real_kwargs)
-        if not isinstance(expected, torch.Tensor) or expected.dtype != t.dtype or expected.shape != t.shape:
-            raise Refused(f"the functional form of {n.format_node()} would change the dtype or shape")
-        result = super().run_node(n)  # keeps the values of this run faithful to the program
-        node = self.built.add_like(expected, "call", opnames.canonical_name(fn), fn, self._map(n.args),
-                                   self._map(kwargs), name=n.name, attrs={"aliases": None})
-        self.ours[n] = self.ours[target] = node  # later readers of t, or of the op's result, read the new value
-        self.real.pop(mine, None)  # t's memory now holds the new value only
-        self.real[id(node)] = t
-        return result
-
-    def _record(self, n: torch.fx.Node, result: Any) -> None:
-        g = self.built
-        if n.op == "placeholder":
-            self.ours[n] = g.add_like(result, "placeholder", "placeholder", name=n.name,
-                                      attrs={"index": self.placeholder_index})
-            self.placeholder_index += 1
-        elif n.op == "get_attr":
-            self.ours[n] = g.add_like(result, "param", "param", n.target, name=n.target, attrs={"value": result}) \
-                if isinstance(result, torch.Tensor) else result
-        elif n.op in ("call_function", "call_method", "call_module"):
-            self.ours[n] = self._call(n, result)
-        elif n.op == "output":
-            flat, spec = pytree.tree_flatten(self._map(n.args[0]))
-            g.add("output", "output", args=tuple(flat))
-            g.output_spec = spec
-
-    def _call(self, n: torch.fx.Node, result: Any) -> Any:
-        g = self.built
+        if n.op not in ("call_function", "call_method", "call_module"):
+            result = super().run_node(n)
+            if n.op == "placeholder":
+                self.ours[n] = self.builder.placeholder(result, n.name, self.placeholder_index)
+                self.placeholder_index += 1
+            elif n.op == "get_attr":
+                self.ours[n] = self.builder.param(result, n.target) if isinstance(result, torch.Tensor) else result
+            elif n.op == "output":
+                flat, spec = pytree.tree_flatten(self._map(n.args[0]))
+                self.builder.output(flat, spec)
+            return result
         args, kwargs = self._map(n.args), self._map(n.kwargs)
+        if n.target is operator.getitem and isinstance(args[0], (tuple, list)):  # one of several results
+            self.ours[n] = args[0][args[1]]
+            return super().run_node(n)
+        real_args, real_kwargs = self.fetch_args_kwargs_from_env(n)
         if n.op == "call_method":
-            target = getattr(torch.Tensor, n.target)
-        elif n.op == "call_module":
-            target = self.fetch_attr(n.target)
+            func, op = getattr(torch.Tensor, n.target), opnames.canonical_name(n.target)
+        elif n.op == "call_module":  # only in hand-traced graphs (Dynamo inlines modules)
+            func, op = self.fetch_attr(n.target), type(self.fetch_attr(n.target)).__name__
+            if func.training and isinstance(func, _STATEFUL_IN_TRAINING):
+                raise Refused(f"{op} in training mode draws randomness or updates statistics: {n.format_node()}")
         else:
-            target = n.target
-        if target is operator.getitem and isinstance(args[0], (tuple, list)):
-            return args[0][args[1]]  # reading one of a multi-output call's results, already a node
-        op = opnames.canonical_name(n.target if n.op != "call_module" else type(target).__name__.lower())
-        tensor_inputs = any(isinstance(v, Node) for v in pytree.tree_leaves((args, kwargs)))
-        if not isinstance(result, (torch.Tensor, tuple, list)) or \
-                (isinstance(result, (tuple, list)) and not any(isinstance(v, torch.Tensor) for v in result)):
-            return result  # sizes and other plain values: baked in, as capture does
-        if isinstance(result, torch.Tensor):
-            node = g.add_like(result, "call", op, target, args, kwargs, name=n.name)
-            node.attrs["aliases"] = _alias(result, args, kwargs, self)
-            if not tensor_inputs:
-                node.attrs["factory"] = True
-            return node
-        multi = g.add("call", op, target, args, kwargs, name=n.name)
-        items = []
-        for i, value in enumerate(result):
-            if isinstance(value, torch.Tensor):
-                item = g.add_like(value, "call", "getitem", operator.getitem, (multi, i), name=f"{n.name}_{i}")
-                item.attrs["aliases"] = _alias(value, args, kwargs, self)
-                items.append(item)
-            else:
-                items.append(value)
-        return tuple(items)
+            func, op = n.target, opnames.canonical_name(n.target)
+        try:
+            result, recorded = self.builder.call(func, args, kwargs, real_args, real_kwargs, op=op, name=n.name)
+        except Refused as refusal:
+            raise Refused(f"{refusal}: {n.format_node()}") from None
+        self.ours[n] = recorded
+        if is_inplace(func, op, real_kwargs) and isinstance(n.args[0], torch.fx.Node):
+            self.ours[n.args[0]] = recorded  # later readers of the updated tensor read the new value
+        return result
 
 
-def _alias(result: torch.Tensor, args, kwargs, converter: _Converter) -> str | None:
-    """The input node whose storage the result shares, found from the real values."""
-    ptr = result.untyped_storage().data_ptr() if result.untyped_storage().nbytes() else None
-    for value in pytree.tree_leaves((args, kwargs)):
-        if isinstance(value, Node) and ptr is not None:
-            real = converter.real.get(id(value))
-            if isinstance(real, torch.Tensor) and real.untyped_storage().nbytes() and \
-                    real.untyped_storage().data_ptr() == ptr:
-                return value.name
-    return None
-
-
+@swappable
 def graph_from_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Graph:
-    """Our Graph for an fx GraphModule, with shapes from one run on copies of ``example_inputs``.
-
-    Raises Refused when the graph mutates something other than a fresh intermediate."""
+    """Our Graph for an fx GraphModule, recorded by running it once on copies of ``example_inputs``
+    (so that it never mutates the caller's tensors). Raises Refused (see builder) with the reason."""
     converter = _Converter(gm)
     copies = [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in example_inputs]
     with torch.no_grad():
         try:
             converter.run(*copies)
-        except Refused:
-            raise Refused(converter.refused) from None
-    return converter.built
+        except Refused as refusal:  # fx appends its own notes to the message: keep ours only
+            raise Refused(refusal.args[0]) from None
+    return converter.builder.graph
 
 
-_UPDATES_RUNNING_STATS = {"batch_norm", "instance_norm"}  # with a True training flag (argument 5)
-
-
-def reason_to_run_eagerly(gm: torch.fx.GraphModule) -> str | None:
-    """Why this fx graph must not go through our passes, seen without running it (randomness, a write
-    into an existing tensor, running statistics updated), else None. In-place ops are judged while
-    converting (graph_from_fx), where the values show what shares memory."""
-    for n in gm.graph.nodes:
-        if n.op not in ("call_function", "call_method"):
-            continue
-        name = opnames.canonical_name(n.target)
-        if n.kwargs.get("out") is not None:
-            return f"the graph writes into an existing tensor: {n.format_node()}"
-        if name in _UPDATES_RUNNING_STATS and n.kwargs.get("training", n.args[5] if len(n.args) > 5 else False) \
-                and (n.kwargs.get("running_mean", n.args[1] if len(n.args) > 1 else None) is not None):
-            return f"the graph updates running statistics in training mode: {n.format_node()}"
-        try:
-            why = opnames.refusal(name, n.args, n.kwargs)
-        except TypeError:  # an argument is itself a graph value (p=some_node): cannot tell, so refuse
-            why = f"{name} with computed arguments"
-        if why is not None:
-            return f"{why}: {n.format_node()}"
-    return None
-
-
-def dynamo_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, backend: str | None = None,
-                   passes: Sequence | None = None, debug: bool = False) -> Callable[..., Any]:
+def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, backend: str | Callable | None = None,
+            passes: Sequence | None = None, debug: bool = False) -> Callable[..., Any]:
     """The function torch.compile calls with each graph Dynamo captured; returns what runs it."""
-    why = reason_to_run_eagerly(gm)
-    if why is None:
-        try:
-            graph = graph_from_fx(gm, example_inputs)
-        except Refused as refusal:
-            why = str(refusal)
+    try:
+        graph, why = graph_from_fx(gm, example_inputs), None
+    except Refused as refusal:
+        why = str(refusal)
     if why is not None:
         def run_eagerly(*args: Any) -> Any:
             return gm(*args)
@@ -236,32 +113,15 @@ def dynamo_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, b
         if debug:
             print(f"tensorcraft dynamo_backend: running this graph eagerly because {why}")
         return run_eagerly
-    compiled = compile_graph(graph, backend=backend, passes=passes, debug=debug)
-    params = {n.target: n.attrs["value"] for n in graph.params}
-    param_names = list(params)
-    tensor_outputs = [i for i, a in enumerate(graph.output.args) if isinstance(a, Node)]
+    params = [n.attrs["value"] for n in graph.params]
+    need_grad = torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
+                                                for t in [*example_inputs, *params])
+    compiled = compile_graph(graph, backend=backend, passes=passes, debug=debug, need_grad=need_grad)
 
     def run(*args: Any) -> Any:
-        flat = list(args)
-        needs_grad = torch.is_grad_enabled() and (
-            any(isinstance(a, torch.Tensor) and a.requires_grad for a in flat)
-            or any(p.requires_grad for p in params.values()))
-        if needs_grad:
-            def forward(tensors):
-                inner = list(flat)
-                positions = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
-                n = len(positions)
-                for pos, t in zip(positions, tensors[:n]):
-                    inner[pos] = t
-                outs = compiled(inner, dict(zip(param_names, tensors[n:])))
-                return [outs[i] for i in tensor_outputs]
-            values = run_with_gradients(forward, graph, flat, param_names, list(params.values()))
-            outs = list(graph.output.args)
-            for i, v in zip(tensor_outputs, values):
-                outs[i] = v
-        else:
-            outs = compiled(flat, params)
-        return pytree.tree_unflatten(outs, graph.output_spec)
+        need_grad = torch.is_grad_enabled() and (
+            any(isinstance(a, torch.Tensor) and a.requires_grad for a in args) or any(p.requires_grad for p in params))
+        return compiled.run(args, params, need_grad)
 
     run.compiled, run.reason = compiled, None  # type: ignore[attr-defined]  (for inspection: run.compiled.source)
     return run

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import torch
+
+from ..stages import swappable
 
 
 def describe_input(value: Any) -> tuple:
@@ -55,52 +57,11 @@ class Guards:
     params: list[tuple[int, int, bool, int | None]]  # per module tensor: id, data_ptr, requires_grad, version if frozen
     param_names: list[str]
     constants: list[tuple[torch.Tensor, int]]   # baked tensors and the version they were baked at
-    snapshots: list[torch.Tensor] | None = None  # copies of the module tensors, when some were folded
+    snapshots: list[torch.Tensor | None] | None = None  # copies of the module tensors whose values were baked in
     values: list[PlainValue] = field(default_factory=list)  # Python values read besides the arguments
     constant_snapshots: list[torch.Tensor] | None = None  # copies of the baked tensors, when some were folded
     autocast: tuple = ()           # autocast_state() at capture: it changes the dtypes every op returns
     default_dtype: torch.dtype = torch.float32  # torch.get_default_dtype() at capture
-
-    def check(self, flat: Sequence[Any], spec: Any, training: bool | None,
-              params: Sequence[torch.Tensor]) -> str | None:
-        """None if this entry can run these inputs; otherwise the first failed guard, in words."""
-        if spec != self.spec:
-            return f"the structure of the arguments changed ({spec} != {self.spec})"
-        if torch.is_grad_enabled() != self.grad_enabled:
-            return f"grad mode changed: torch.is_grad_enabled() is {torch.is_grad_enabled()}, was {self.grad_enabled}"
-        if torch.get_default_dtype() != self.default_dtype:  # torch.zeros(3) follows it
-            return f"default dtype changed: {torch.get_default_dtype()}, was {self.default_dtype}"
-        if autocast_state() != self.autocast:
-            return f"autocast changed: {_show_autocast(autocast_state())}, was {_show_autocast(self.autocast)}"
-        if training != self.training:
-            return f"training mode changed: module.training is {training}, was {self.training}"
-        for name, value, expected in zip(self.names, flat, self.inputs):
-            got = describe_input(value)
-            if not _input_matches(got, expected):
-                return _difference(name, got, expected)
-        for name, tensor, (pid, ptr, requires_grad, version) in zip(self.param_names, params, self.params):
-            if id(tensor) != pid:
-                return f"module tensor {name} was replaced by another tensor"
-            if tensor.data_ptr() != ptr:  # `.data = ...`, module.to(...): same object, new memory
-                return f"module tensor {name} now holds different memory (.data was replaced or moved)"
-            if tensor.requires_grad != requires_grad:
-                return f"module tensor {name}: requires_grad is {tensor.requires_grad}, was {requires_grad}"
-            if version is not None and tensor._version != version:
-                return f"module tensor {name} changed in place since it was folded into constants"
-        for name, tensor, copy in zip(self.param_names, params, self.snapshots or ()):
-            if not torch.equal(tensor, copy):  # changed without a version bump (p.data, batchnorm stats)
-                return f"module tensor {name} holds other values than when it was folded into constants"
-        for tensor, version in self.constants:
-            if tensor._version != version:
-                return f"a captured constant tensor{list(tensor.shape)} changed in place"
-        for tensor, copy in zip((t for t, _ in self.constants), self.constant_snapshots or ()):
-            if not torch.equal(tensor, copy):
-                return f"a captured constant tensor{list(tensor.shape)} holds other values than when it was folded"
-        for value in self.values:
-            why = value.changed()
-            if why is not None:
-                return why
-        return None
 
     def __str__(self) -> str:
         parts = []
@@ -120,11 +81,58 @@ class Guards:
         if self.values:
             parts.append(f"{len(self.values)} Python values unchanged ({', '.join(v.name for v in self.values[:3])}"
                          f"{', ...' if len(self.values) > 3 else ''})")
-        if self.snapshots:
-            parts.append(f"{len(self.params)} module tensors hold the values they were folded with")
+        if self.snapshots and any(c is not None for c in self.snapshots):
+            parts.append(f"{sum(c is not None for c in self.snapshots)} module tensors hold the values they were "
+                         "folded with")
         elif any(v is not None for *_, v in self.params):
             parts.append(f"{len(self.params)} module tensors unchanged (frozen)")
         return "; ".join(parts)
+
+
+@swappable
+def check_guards(guards: Guards, flat: Sequence[Any], spec: Any, training: bool | None,
+                 params: Sequence[torch.Tensor]) -> str | None:
+    """None if the entry guarded by ``guards`` can run these inputs; otherwise the first failed guard,
+    in words. ``params``: the module tensors the entry reads, in ``guards.param_names`` order."""
+    if spec is not guards.spec and spec != guards.spec:
+        return f"the structure of the arguments changed ({spec} != {guards.spec})"
+    if torch.is_grad_enabled() != guards.grad_enabled:
+        return f"grad mode changed: torch.is_grad_enabled() is {torch.is_grad_enabled()}, was {guards.grad_enabled}"
+    if torch.get_default_dtype() != guards.default_dtype:  # torch.zeros(3) follows it
+        return f"default dtype changed: {torch.get_default_dtype()}, was {guards.default_dtype}"
+    if autocast_state() != guards.autocast:
+        return f"autocast changed: {_show_autocast(autocast_state())}, was {_show_autocast(guards.autocast)}"
+    if training != guards.training:
+        return f"training mode changed: module.training is {training}, was {guards.training}"
+    for name, value, expected in zip(guards.names, flat, guards.inputs):
+        got = describe_input(value)
+        if not _input_matches(got, expected):
+            return _difference(name, got, expected)
+    for name, tensor, (pid, ptr, requires_grad, version) in zip(guards.param_names, params, guards.params):
+        if id(tensor) != pid:
+            return f"module tensor {name} was replaced by another tensor"
+        if tensor.data_ptr() != ptr:  # `.data = ...`, module.to(...): same object, new memory
+            return f"module tensor {name} now holds different memory (.data was replaced or moved)"
+        if tensor.requires_grad != requires_grad:
+            return f"module tensor {name}: requires_grad is {tensor.requires_grad}, was {requires_grad}"
+        if version is not None and tensor._version != version:
+            return f"module tensor {name} changed in place since it was folded into constants"
+    for name, tensor, copy in zip(guards.param_names, params, guards.snapshots or ()):
+        if copy is not None and not torch.equal(tensor, copy):  # changed without a version bump (p.data, batchnorm stats)
+            return f"module tensor {name} holds other values than when it was folded into constants"
+    for tensor, version in guards.constants:
+        if tensor._version != version:
+            return f"a captured constant tensor{list(tensor.shape)} changed in place"
+    for tensor, copy in zip((t for t, _ in guards.constants), guards.constant_snapshots or ()):
+        if not torch.equal(tensor, copy):
+            return f"a captured constant tensor{list(tensor.shape)} holds other values than when it was folded"
+    for value in guards.values:
+        if value.read() is value.value and value.items is None:  # the same object: unchanged (the fast path)
+            continue
+        why = value.changed()
+        if why is not None:
+            return why
+    return None
 
 
 _MISSING = object()
@@ -142,6 +150,7 @@ class PlainValue:
     value: Any                   # the value at capture
     by_identity: bool = False    # objects (a tensor, a module, a helper function): the same object, not ==
     items: tuple | None = None   # a container of objects (self.tensors = [t]): what it held, each by identity
+    exact: bool = False          # compared with == alone (our own tuples of names and ids: no 2 vs 2.0 to tell)
 
     def __post_init__(self) -> None:
         if self.by_identity and isinstance(self.value, (list, tuple, dict)):
@@ -155,7 +164,8 @@ class PlainValue:
             if self.items is not None and not _same_items(_items(now), self.items):
                 return f"{self.name} holds other objects than at capture"
             return None
-        return None if _same(now, self.value) else f"{self.name} is {now!r}, was {self.value!r}"
+        same = now == self.value if self.exact else _same(now, self.value)
+        return None if same else f"{self.name} is {now!r}, was {self.value!r}"
 
 
 def _items(container: Any) -> tuple:
@@ -186,6 +196,8 @@ def _snapshot(value: Any) -> Any:
 
 def _same(a: Any, b: Any) -> bool:
     """Equal and of the same types (``2`` and ``2.0`` give different dtypes in torch)."""
+    if a is b:
+        return True
     if isinstance(a, (tuple, list)) and type(a) is type(b):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if isinstance(a, dict) and type(a) is type(b):
@@ -246,7 +258,7 @@ def _walk_module(module: Any, label: str, found: list[PlainValue], hook_values: 
             hook_values.append(PlainValue(f"{hooks[1:].replace('_', ' ')} of {where} (handle ids)", read, read()))
     read = functools.partial(_submodule_ids, module)  # model[1] = nn.Tanh(): same parameters, other code
     found.append(PlainValue(f"the {label}'s submodules (names and ids)" if label == "module"
-                            else f"the submodules of {label} (names and ids)", read, read()))
+                            else f"the submodules of {label} (names and ids)", read, read(), exact=True))
 
 
 _HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
@@ -296,11 +308,13 @@ def _difference(name: str, got: tuple, expected: tuple) -> str:
 
 def build_guards(flat: Sequence[Any], spec: Any, names: Sequence[str], training: bool | None,
                  param_names: Sequence[str], params: Sequence[torch.Tensor], frozen: bool,
-                 constants: Sequence[torch.Tensor] = (), folded: bool = False, folded_constants: bool = False,
+                 constants: Sequence[torch.Tensor] = (), baked: Collection[str] = (), folded_constants: bool = False,
                  values: Sequence[PlainValue] = ()) -> Guards:
-    """Remember what this call looked like. ``folded`` / ``folded_constants``: the compiled code baked
-    in values computed from the parameters / from the captured constants (their values are compared)."""
-    snapshots = [t.detach().clone() for t in params] if folded else None
+    """Remember what this call looked like. ``baked``: the module tensors whose values the compiled code
+    baked in; ``folded_constants``: it baked in values computed from the captured constants (the
+    values of both are compared at every call)."""
+    snapshots = [t.detach().clone() if name in baked else None for name, t in zip(param_names, params)] \
+        if baked else None
     constant_snapshots = [t.detach().clone() for t in constants] if folded_constants else None
     return Guards(spec, [describe_input(v) for v in flat], list(names), torch.is_grad_enabled(), training,
                   [(id(t), t.data_ptr(), t.requires_grad, t._version if frozen else None) for t in params],

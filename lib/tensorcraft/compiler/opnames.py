@@ -61,6 +61,8 @@ RANDOM = {"rand", "randn", "randint", "rand_like", "randn_like", "randint_like",
           "bernoulli", "multinomial", "normal", "poisson", "uniform_", "normal_", "bernoulli_",
           "exponential_", "geometric_", "cauchy_", "log_normal_", "random_", "rrelu", "native_dropout"}
 _DROPOUTS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"}
+# With training=True and running statistics, these update the statistics in place.
+UPDATES_RUNNING_STATS = {"batch_norm", "instance_norm"}
 # Global state changes that a replayed graph would not repeat.
 SIDE_EFFECTS = {"_set_grad_enabled", "set_grad_enabled", "manual_seed", "seed", "set_rng_state",
                 "_enter_autocast", "_exit_autocast"}
@@ -82,6 +84,9 @@ def refusal(name: str, args: tuple, kwargs: dict) -> str | None:
         p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
         if training and p > 0:
             return f"randomness: {name} in training mode draws a fresh mask at every call"
+    if name in UPDATES_RUNNING_STATS and kwargs.get("training", args[5] if len(args) > 5 else False) \
+            and kwargs.get("running_mean", args[1] if len(args) > 1 else None) is not None:
+        return f"in-place update of running statistics: {name} in training mode updates its buffers"
     if name in SIDE_EFFECTS:
         return f"global side effect: {name} changes global state inside the function"
     if name == "getitem" and len(args) > 1:

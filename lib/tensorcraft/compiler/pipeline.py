@@ -1,7 +1,10 @@
 """The whole compiler after capture, stage by stage: passes -> memory plan -> kernels -> wrapper -> load.
 
-Every stage is a plain function over plain values, so a notebook can run them one at a time, or
-replace one (``compile_graph(graph, passes=[my_dce, ...])``, ``compile_graph(graph, planner=my_plan)``).
+``compile_graph`` calls each stage by its public name, so a notebook can run them one at a time, pass
+its own (``compile_graph(graph, passes=[my_dce, ...], planner=my_plan, wrapper=..., backend=...)``),
+or substitute one anywhere with ``tensorcraft.substitute(plan_memory=my_plan)``. The result, a
+`CompiledGraph`, keeps every intermediate (captured and optimized graphs, plan, sources) and runs the
+generated code, through the autograd wrapper of ``training`` when gradients are needed.
 """
 from __future__ import annotations
 
@@ -9,20 +12,21 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import torch
+from torch.utils import _pytree as pytree
 
 from .codegen import backends
 from .codegen.wrapper import WrapperCode, generate_wrapper
-from .ir import Graph
-from .passes import DEFAULT_PASSES, resolve_passes
+from .ir import Graph, Node
+from .passes import DEFAULT_PASSES, GRADIENT_PASSES, resolve_passes
 from .passes.memory_plan import MemoryPlan, plan_memory
-from . import runtime
+from .training import run_with_gradients
 
 Pass = Callable[[Graph], Graph]
 
 
 @dataclass
 class CompiledGraph:
-    """One compiled graph: every intermediate result kept, for inspection."""
+    """One compiled graph: every intermediate result kept, for inspection, and the loaded code."""
     captured: Graph
     optimized: Graph
     plan: MemoryPlan
@@ -31,13 +35,57 @@ class CompiledGraph:
     fn: Callable[..., tuple]
     notes: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        position = {name: i for i, name in enumerate(self.param_names)}
+        self._param_positions = [position[name] for name in self.code.param_names]
+        self._tensor_outputs = [i for i, a in enumerate(self.captured.output.args) if isinstance(a, Node)]
+        self._has_kernels = self.optimized.count(kind="kernel") > 0
+        self._single_output = self.captured.output_spec.is_leaf()  # the function returned one value
+
     @property
     def source(self) -> str:
         """The generated wrapper and kernels."""
         return self.code.full_source()
 
-    def __call__(self, flat_inputs: Sequence[Any], params: dict[str, torch.Tensor]) -> list[Any]:
-        return runtime.run(self.fn, self.code, flat_inputs, [params[name] for name in self.code.param_names])
+    @property
+    def has_kernels(self) -> bool:
+        return self._has_kernels
+
+    @property
+    def param_names(self) -> list[str]:
+        """Qualified names of the module tensors the captured graph reads: what ``run`` takes as params."""
+        return [n.target for n in self.captured.params]
+
+    def run(self, flat_inputs: Sequence[Any], params: Sequence[torch.Tensor], need_grad: bool = False) -> Any:
+        """Run the generated code on one call's flat inputs and module tensors (``param_names`` order);
+        returns the call's result, unflattened. ``need_grad`` and fused kernels (which have no backward):
+        through the recompute wrapper of training.py; without kernels autograd records the torch calls."""
+        if not need_grad or not self.has_kernels:
+            outs = self.fn(*[flat_inputs[i] for i in self.code.placeholder_indices],
+                           *[params[i] for i in self._param_positions])
+            return outs[0] if self._single_output else pytree.tree_unflatten(list(outs), self.captured.output_spec)
+        positions = [i for i, v in enumerate(flat_inputs) if isinstance(v, torch.Tensor)]
+
+        def forward(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:  # inputs, then module tensors
+            inner = list(flat_inputs)
+            for pos, t in zip(positions, tensors):
+                inner[pos] = t
+            module_tensors = tensors[len(positions):]
+            outs = self.fn(*[inner[i] for i in self.code.placeholder_indices],
+                           *[module_tensors[i] for i in self._param_positions])
+            return [outs[i] for i in self._tensor_outputs]
+
+        outs = list(self.captured.output.args)  # a Node where a tensor is returned, else the plain value
+        values = run_with_gradients(forward, self.captured, flat_inputs, self.param_names, params)
+        for i, t in zip(self._tensor_outputs, values):
+            outs[i] = t
+        return pytree.tree_unflatten(outs, self.captured.output_spec)
+
+    def folds_values(self) -> bool:
+        """Did the passes bake in values computed at compile time (from constants, or from parameters in
+        a frozen graph)? Then the guards compare those tensors' values, not only their version counters."""
+        captured = {id(n.target) for n in self.captured.nodes if n.kind == "constant"}
+        return any(n.kind == "constant" and id(n.target) not in captured for n in self.optimized.nodes)
 
 
 def graph_device(graph: Graph) -> torch.device:
@@ -75,18 +123,21 @@ def compile_kernels(graph: Graph, backend: str | Callable | None) -> tuple[dict[
 
 
 def compile_graph(graph: Graph, backend: str | Callable | None = None, passes: Sequence[Pass | str] | None = None,
-                  debug: bool = False, planner: Callable[[Graph], MemoryPlan] = plan_memory,
+                  debug: bool = False, need_grad: bool = False, planner: Callable[[Graph], MemoryPlan] = plan_memory,
                   wrapper: Callable[..., WrapperCode] = generate_wrapper) -> CompiledGraph:
     """Optimize ``graph`` (a captured Graph, left unchanged) and turn it into a callable.
 
-    Every stage can be replaced: ``passes`` (a list of Graph -> Graph functions or names),
-    ``backend`` (a name or a compile_kernel function), ``planner`` and ``wrapper``.
+    Every stage can be replaced: ``passes`` (a list of Graph -> Graph functions or names; None:
+    ``GRADIENT_PASSES`` when ``need_grad``, else ``DEFAULT_PASSES``), ``backend`` (a name or a
+    compile_kernel function), ``planner`` and ``wrapper``.
     """
-    optimized = run_passes(graph.copy(), DEFAULT_PASSES if passes is None else passes)
+    if passes is None:
+        passes = GRADIENT_PASSES if need_grad else DEFAULT_PASSES
+    optimized = run_passes(graph.copy(), passes)
     plan = planner(optimized)
     kernels, chosen, notes = compile_kernels(optimized, backend)
     code = wrapper(optimized, plan, kernels)
-    fn = runtime.load(code)
+    fn = code.load()
     result = CompiledGraph(graph, optimized, plan, code, chosen, fn, notes)
     if debug:
         print(f"==== captured graph ({len(graph)} nodes) ====\n{graph}\n")

@@ -1,10 +1,13 @@
-"""Gradients for compiled code: forward runs the generated code, backward recomputes.
+"""Gradients for compiled code that contains fused kernels: forward runs the generated code, backward recomputes.
 
-Route chosen: the compiled forward is wrapped in a `torch.autograd.Function`. Its forward runs
-the generated code (no autograd graph is built, no intermediates are kept); its backward
-re-runs the *captured* graph (before any optimization) eagerly under autograd and asks autograd
-for the gradients. So gradients are eager's gradients by construction, at the cost of one
-extra forward in backward (a form of activation checkpointing). No double backward.
+By default a graph compiled with gradients has no fused kernels (``passes.GRADIENT_PASSES``): its
+wrapper calls torch for every op and autograd records them as eager would. When fusion is asked for
+anyway (``passes=[..., "fusion"]``), our kernels have no backward of their own, so the compiled
+forward is wrapped in a `torch.autograd.Function`: its forward runs the generated code (no autograd
+graph is built, no intermediates are kept); its backward re-runs the *captured* graph (before any
+optimization) eagerly under autograd and asks autograd for the gradients. Gradients are eager's by
+construction, at the cost of one extra forward in backward (a form of activation checkpointing).
+No double backward.
 """
 from __future__ import annotations
 

@@ -53,9 +53,5 @@ def compile_with(backend: str | KernelCompiler, kernel: Kernel) -> CompiledKerne
     compile_kernel = backend if callable(backend) else load_backend(backend)
     try:
         return compile_kernel(kernel)
-    except BackendUnavailable:
-        raise
-    except Exception as error:
-        if type(error).__name__ == "CompilerUnavailable":
-            raise BackendUnavailable(f"backend {name!r}: {error}") from error
-        raise
+    except BackendUnavailable as error:  # a missing toolchain (c_toolchain.CompilerUnavailable is one)
+        raise BackendUnavailable(f"backend {name!r}: {error}") from error

@@ -18,6 +18,8 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
+from tensorcraft.compiler.codegen.backends import BackendUnavailable
+
 # Why these flags (measured on the 16M-element benchmarks in benchmarks/compile.py):
 #  -O3 -march=native   vectorise for this CPU (AVX2/AVX-512), which the cache key then includes;
 #  -fopenmp            `#pragma omp parallel for` over rows and `#pragma omp simd` on inner loops;
@@ -31,8 +33,8 @@ FLAGS = ("-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-m
 LIBS = ("-lm",)
 
 
-class CompilerUnavailable(RuntimeError):
-    """No working C compiler with OpenMP: callers fall back to another backend."""
+class CompilerUnavailable(BackendUnavailable):
+    """No working C compiler with OpenMP (or, for Triton, no triton): callers fall back to another backend."""
 
 
 class CCompileError(RuntimeError):

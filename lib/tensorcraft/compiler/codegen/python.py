@@ -11,6 +11,8 @@ from typing import Callable
 import torch
 
 from .kernel import Kernel
+from .literals import python_float
+from ...stages import swappable
 
 UNARY_SOURCE = {
     "neg": "torch.neg({})", "abs": "torch.abs({})", "exp": "torch.exp({})", "log": "torch.log({})",
@@ -38,7 +40,8 @@ class PythonKernel:
         self.fn(*tensors)
 
 
-def kernel_source(kernel: Kernel) -> str:
+@swappable
+def python_source(kernel: Kernel) -> str:
     """The Python source of ``kernel``: a function taking its inputs then its outputs."""
     params = [b.name for b in kernel.inputs] + [o.name for o in kernel.outputs]
     dtype = f"torch.{kernel.dtype}"
@@ -49,7 +52,7 @@ def kernel_source(kernel: Kernel) -> str:
         if s.op == "load":
             expr = s.args[0]
         elif s.op == "const":
-            expr = f"torch.full((), {float(s.args[0])!r}, dtype={dtype}, device={device}.device)"
+            expr = f"torch.full((), {python_float(s.args[0])}, dtype={dtype}, device={device}.device)"
         elif s.op in UNARY_SOURCE:
             expr = UNARY_SOURCE[s.op].format(*s.args)
         else:
@@ -61,12 +64,12 @@ def kernel_source(kernel: Kernel) -> str:
             lines.append(f"    {o.name}.copy_({o.value})")
         else:
             lines.append(f"    {o.name}.copy_({REDUCTION_SOURCE[o.reduce]}({o.value}.expand({shape}), dim=-1, keepdim=True))")
-    return "\n".join(lines).replace("inf,", "float('inf'),") + "\n"
+    return "\n".join(lines) + "\n"
 
 
 def compile_kernel(kernel: Kernel) -> PythonKernel:
     """Generate the source, exec it, and return the callable with its source attached."""
-    source = kernel_source(kernel)
+    source = python_source(kernel)
     namespace: dict = {"torch": torch}
     exec(compile(source, f"<tensorcraft kernel {kernel.name}>", "exec"), namespace)
     return PythonKernel(kernel, source, namespace[kernel.name])

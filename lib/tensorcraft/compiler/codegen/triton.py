@@ -25,9 +25,10 @@ from types import ModuleType
 import torch
 
 from tensorcraft.compiler.codegen.c_toolchain import CompilerUnavailable, cache_dir
-from tensorcraft.compiler.codegen.kernel import BINARY, DTYPES, UNARY, Kernel
-from tensorcraft.compiler.codegen.layout import Layout, collapse
-from tensorcraft.compiler.codegen.naming import identifier
+from tensorcraft.compiler.codegen.kernel import Kernel
+from tensorcraft.compiler.codegen.literals import python_float
+from tensorcraft.compiler.codegen.printer import ArgumentCheck, KernelPrinter, indent
+from tensorcraft.stages import swappable
 
 __all__ = ["triton_source", "compile_kernel", "CompiledTritonKernel"]
 
@@ -60,7 +61,6 @@ _BINARY_TL = {
     "minimum": "tl.where(({a} < {b}) | ({a} != {a}), {a}, {b})",
     "pow": "_pow({a}, {b})",
 }
-assert set(_UNARY_TL) == set(UNARY) and set(_BINARY_TL) == set(BINARY), "an op has no Triton spelling"
 _TL_TYPES = {"float32": "tl.float32", "float64": "tl.float64"}
 
 # Helpers printed into a kernel's module only when it uses them.
@@ -90,36 +90,24 @@ def _pow(a, b):
 }
 
 
-class _Printer:
+class _Printer(KernelPrinter):
     """Builds the Python/Triton text of one kernel."""
+    UNARY, BINARY = _UNARY_TL, _BINARY_TL
+    RESERVED = frozenset({"tl", "triton", "torch", "launch", "_tanh", "_pow", "i", "j", "j0", "row", "mask",
+                          "BLOCK", "RBLOCK"})
 
     def __init__(self, kernel: Kernel):
-        self.k = kernel
-        self.layout: Layout = collapse(kernel)
+        super().__init__(kernel, kernel.name + "_kernel")
         self.tl_type = _TL_TYPES[kernel.dtype]
-        taken = {"tl", "triton", "torch", "launch", "_tanh", "_pow", "i", "j", "j0", "row", "mask", "BLOCK", "RBLOCK"}
-        self.fn = identifier(kernel.name + "_kernel", taken)
-        self.ptr = {b.name: identifier("in_" + b.name, taken) for b in kernel.inputs}
-        self.out = [identifier("out_" + o.name, taken) for o in kernel.outputs]
-        self.var = {s.name: identifier("v_" + s.name, taken) for s in kernel.stmts}
         self.words = {"sqrt": "tl.sqrt_rn" if kernel.dtype == "float32" else "tl.sqrt"}
         # 32-bit offsets overflow past 2**31 elements
         self.wide = self.layout.numel + BLOCK >= 2**31
 
-    def body(self, load: dict[str, str], width: str) -> list[str]:
-        """The straight-line statements over one block of ``width`` points."""
-        lines = []
-        for s in self.k.stmts:
-            if s.op == "load":
-                value = load[s.args[0]]
-            elif s.op == "const":
-                value = f"tl.full([{width}], {float(s.args[0])!r}, {self.tl_type})"
-            elif s.op in UNARY:
-                value = _UNARY_TL[s.op].format(a=self.var[s.args[0]], **self.words)
-            else:
-                value = _BINARY_TL[s.op].format(a=self.var[s.args[0]], b=self.var[s.args[1]], **self.words)
-            lines.append(f"{self.var[s.name]} = {value}")
-        return lines
+    def constant(self, value: float, width: str) -> str:
+        return f"tl.full([{width}], {python_float(value)}, {self.tl_type})"
+
+    def assign(self, variable: str, value: str) -> str:
+        return f"{variable} = {value}"
 
     def flat_offsets(self) -> tuple[list[str], dict[str, str]]:
         """Where each input is read at flat index i: i itself if it does not broadcast, else the
@@ -144,7 +132,7 @@ class _Printer:
         lines = [f"# pointwise over {numel} points (collapsed dims {list(self.layout.sizes)}), BLOCK per program",
                  f"i = {pid} * BLOCK + tl.arange(0, BLOCK)",
                  f"mask = i < {numel}",
-                 *index_lines, *self.body(load, "BLOCK")]
+                 *index_lines, *self.statements(load, "BLOCK")]
         lines += [f"tl.store({ptr} + i, {self.var[o.value]}, mask=mask)" for o, ptr in zip(self.k.outputs, self.out)]
         return lines
 
@@ -183,8 +171,8 @@ class _Printer:
                 else f"tl.load({self.ptr[b.name]}_row + j * 0, mask=mask)" for b in self.k.inputs}
         stores = [f"tl.store({ptr} + row * {n_cols} + j, {self.var[o.value]}, mask=mask)"
                   for o, ptr in zip(self.k.outputs, self.out) if not o.reduce]
-        loop = ["j = j0 + tl.arange(0, RBLOCK)", f"mask = j < {n_cols}", *self.body(load, "RBLOCK"), *stores, *update]
-        return [*lines, f"for j0 in range(0, {n_cols}, RBLOCK):", *_indent(loop), *after]
+        loop = ["j = j0 + tl.arange(0, RBLOCK)", f"mask = j < {n_cols}", *self.statements(load, "RBLOCK"), *stores, *update]
+        return [*lines, f"for j0 in range(0, {n_cols}, RBLOCK):", *indent(loop), *after]
 
     def launcher(self) -> list[str]:
         args = [*self.ptr.values(), *self.out]
@@ -207,20 +195,15 @@ class _Printer:
     def source(self) -> str:
         params = [*self.ptr.values(), *self.out, "RBLOCK: tl.constexpr" if self.layout.reduces else "BLOCK: tl.constexpr"]
         body = self.reduction() if self.layout.reduces else self.pointwise()
-        used = " ".join(self.body({b.name: "" for b in self.k.inputs}, ""))
+        used = self.ops_used()
         helpers = [text for name, text in _HELPERS.items() if f"{name}(" in used]
-        lines = ['"""Generated by tensorcraft.compiler.codegen.triton from:', *("   " + l for l in str(self.k).splitlines()),
-                 f"   collapsed iteration space {list(self.layout.sizes)}; element strides per input:",
-                 *(f"     {name}: {list(s)}" for name, s in self.layout.strides.items()), '"""',
+        lines = ['"""Generated by tensorcraft.compiler.codegen.triton from:', *self.describe(), '"""',
                  "import triton", "import triton.language as tl", "", *helpers, "",
-                 "@triton.jit", f"def {self.fn}({', '.join(params)}):", *_indent(body), "", "", *self.launcher(), ""]
+                 "@triton.jit", f"def {self.fn}({', '.join(params)}):", *indent(body), "", "", *self.launcher(), ""]
         return "\n".join(lines)
 
 
-def _indent(lines: list[str]) -> list[str]:
-    return ["    " + line if line else line for line in lines]
-
-
+@swappable
 def triton_source(kernel: Kernel) -> str:
     """A readable Python module: a @triton.jit kernel and ``launch(*inputs, *outputs)``."""
     return _Printer(kernel).source()
@@ -267,28 +250,11 @@ class CompiledTritonKernel:
         module = _import_source(source)
         self._launch = module.launch
         self.interpreted = type(getattr(module, _Printer(kernel).fn)).__name__ == "InterpretedFunction"
-        self._dtype = DTYPES[kernel.dtype]
-        self._names = [f"input {b.name}" for b in kernel.inputs] + [f"output {o.name}" for o in kernel.outputs]
-        self._shapes = [torch.Size(b.shape) for b in kernel.inputs] + \
-                       [torch.Size(kernel.output_shape(o)) for o in kernel.outputs]
+        self._check = ArgumentCheck(kernel, "Triton")
 
     def __call__(self, *tensors: torch.Tensor) -> None:
-        if len(tensors) != len(self._shapes):
-            raise TypeError(f"kernel {self.kernel.name} takes {len(self._shapes)} tensors "
-                            f"({', '.join(self._names)}), got {len(tensors)}")
-        device = tensors[0].device if tensors and isinstance(tensors[0], torch.Tensor) else None
-        for t, shape, name in zip(tensors, self._shapes, self._names):
-            where = f"kernel {self.kernel.name}, {name}"
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(f"{where}: expected a torch.Tensor, got {type(t).__name__}")
-            if t.device != device:
-                raise ValueError(f"{where}: is on {t.device}, the first tensor on {device}; all must share a device")
-            if t.dtype is not self._dtype:
-                raise TypeError(f"{where}: expected dtype {self._dtype}, got {t.dtype}")
-            if t.shape != shape:
-                raise ValueError(f"{where}: expected shape {list(shape)}, got {list(t.shape)}")
-            if not t.is_contiguous():
-                raise ValueError(f"{where}: expected a contiguous tensor, got strides {t.stride()}; pass t.contiguous()")
+        self._check(tensors)
+        device = tensors[0].device if tensors else None
         if device is not None and device.type == "cpu" and not self.interpreted:
             raise ValueError(f"kernel {self.kernel.name}: Triton runs CPU tensors only in its interpreter; set "
                              "TRITON_INTERPRET=1 before compiling, or pass CUDA tensors")

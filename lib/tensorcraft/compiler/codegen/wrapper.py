@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -20,6 +20,8 @@ from .. import functional
 from ..ir import Graph, Node
 from ..passes.memory_plan import MemoryPlan, is_kernel_output
 from .kernel import CompiledKernel, Kernel
+from .literals import python_float
+from ...stages import swappable
 
 # Modules searched, in order, to print a callable by its public path (torch.nn.functional.linear).
 _MODULES = [
@@ -37,6 +39,14 @@ class WrapperCode:
     placeholder_indices: list[int]   # which flat inputs are the function's tensor arguments, in order
     param_names: list[str]           # qualified names of the module tensors passed after them
     kernel_sources: dict[str, str] = field(default_factory=dict)
+
+    def load(self, name: str = "forward") -> Callable[..., tuple]:
+        """Execute the source in a fresh namespace and return its function. The source is compiled
+        under a file name that shows up in tracebacks, so an error inside generated code points at
+        the generated line."""
+        namespace = dict(self.namespace)
+        exec(compile(self.source, f"<tensorcraft wrapper {name}>", "exec"), namespace)
+        return namespace[name]
 
     def full_source(self) -> str:
         """Wrapper and kernels together, as `debug=True` prints them."""
@@ -64,7 +74,7 @@ class _Printer:
         if isinstance(v, bool) or v is None or isinstance(v, (int, str)):
             return repr(v)
         if isinstance(v, float):
-            return repr(v) if math.isfinite(v) else f"float('{v}')"
+            return python_float(v)
         if v is Ellipsis:
             return "..."
         if isinstance(v, torch.dtype) or isinstance(v, (torch.memory_format, torch.layout)):
@@ -105,6 +115,7 @@ def _meta(node: Node) -> str:
     return f"  # {list(node.shape)} {str(node.dtype).replace('torch.', '')}"
 
 
+@swappable
 def generate_wrapper(graph: Graph, plan: MemoryPlan, kernels: dict[str, CompiledKernel],
                      name: str = "forward") -> WrapperCode:
     """Python source of ``forward(<tensor inputs>, <module tensors>)`` returning the flat outputs."""
@@ -118,14 +129,14 @@ def generate_wrapper(graph: Graph, plan: MemoryPlan, kernels: dict[str, Compiled
     placeholders, params = graph.placeholders, graph.params
     signature = ", ".join(n.name for n in placeholders + params)
     body: list[str] = []
-    contiguous: set[str] = set()  # names already made contiguous for a kernel
+    contiguous: set[Node] = set()  # values already made contiguous for a kernel
     for index, node in enumerate(graph.nodes):
         if node.kind in ("placeholder", "param"):
             continue
         if node.kind == "constant":  # a global of the generated code, never rebound inside forward
             value = node.target
             namespace[node.name] = value.contiguous() if isinstance(value, torch.Tensor) else value
-            contiguous.add(node.name)
+            contiguous.add(node)
         elif node.kind == "kernel":
             body += _kernel_lines(node, users[node], plan, printer, kernels, contiguous)
         elif node.kind == "call" and is_kernel_output(node):
@@ -135,7 +146,7 @@ def generate_wrapper(graph: Graph, plan: MemoryPlan, kernels: dict[str, Compiled
         else:  # output
             outs = [printer.value(a) for a in node.args]
             body.append(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
-        dead = [n for n in plan.frees_after.get(index, []) if _is_local(graph, n)]
+        dead = [n.name for n in plan.frees_after.get(index, []) if n.kind == "call"]  # locals of forward
         if dead and node.kind != "output":
             body.append(f"del {', '.join(dead)}")
     source = "\n".join(header) + f"\n\n\ndef {name}({signature}):\n" + "\n".join("    " + line for line in body) + "\n"
@@ -145,13 +156,8 @@ def generate_wrapper(graph: Graph, plan: MemoryPlan, kernels: dict[str, Compiled
                        {k: getattr(c, "source", "") for k, c in kernels.items()})
 
 
-def _is_local(graph: Graph, name: str) -> bool:
-    node = next(n for n in graph.nodes if n.name == name)
-    return node.kind == "call"
-
-
 def _kernel_lines(node: Node, users: list[Node], plan: MemoryPlan, printer: _Printer,
-                  kernels: dict[str, CompiledKernel], contiguous: set[str]) -> list[str]:
+                  kernels: dict[str, CompiledKernel], contiguous: set[Node]) -> list[str]:
     kernel: Kernel = node.target
     outputs_by_index = {u.args[1]: u for u in users if u.kind == "call" and u.op == "getitem"}
     again = f" (recomputing {node.attrs['recomputes']})" if node.attrs.get("recomputes") else ""
@@ -163,18 +169,18 @@ def _kernel_lines(node: Node, users: list[Node], plan: MemoryPlan, printer: _Pri
         target = outputs_by_index.get(i)
         var = target.name if target is not None else f"_unused_{node.name}_{i}"
         numel = math.prod(shape)
-        if target is not None and target.name in plan.slot_of:
-            lines.append(f"{var} = _slot{plan.slot_of[target.name]}[:{numel}].view({shape!r})"
+        if target is not None and target in plan.slot_of:
+            lines.append(f"{var} = _slot{plan.slot_of[target]}[:{numel}].view({shape!r})"
                          + "  # reused slot")
         else:
             lines.append(f"{var} = torch.empty({shape!r}, dtype={dtype}, device={printer.value(node.device)})")
         out_names.append(var)
     ins = []
     for arg, buffer in zip(node.args, kernel.inputs):
-        if not is_kernel_output(arg) and arg.name not in contiguous:
+        if not is_kernel_output(arg) and arg not in contiguous:
             # kernels read dense memory: make each input contiguous once (a no-op when it already is)
             lines.insert(0, f"{arg.name} = {arg.name}.contiguous()")
-            contiguous.add(arg.name)
+            contiguous.add(arg)
         if tuple(arg.shape) == tuple(buffer.shape):
             ins.append(arg.name)
         else:  # fewer dims than the iteration space: a view with leading 1s (still contiguous)

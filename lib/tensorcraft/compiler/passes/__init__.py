@@ -1,11 +1,15 @@
-"""Graph passes: each module holds one ``Graph -> Graph`` function, usable alone.
+"""Graph passes: each module holds one ``Graph -> Graph`` function, usable alone, swappable by name.
+
+A pass works on ``graph.copy()`` and changes it only through the graph's methods (``replace``,
+``replace_all_uses``, ``remove``, ``insert_before``), which keep inputs and views right (ir.py).
 
     dce.eliminate_dead_code              drop nodes nothing reads
     constant_folding.fold_constants      compute once what depends only on constants (and frozen params)
     cse.eliminate_common_subexpressions  one node for each repeated computation
     conv_bn.fold_conv_batchnorm          conv -> batchnorm (-> relu) into one conv, in eval mode
-    decompose.decompose                  softmax / layer_norm into elementwise ops and reductions
+    decompose.decompose                  softmax / layer_norm into elementwise ops and reductions (by name only)
     fusion.fuse_elementwise              chains of elementwise ops (+ a last-axis reduction) into Kernels
+                                         (fusion.group_fusible chooses the groups)
     memory_plan.plan_memory              (an analysis, not a pass) liveness and buffer reuse
 """
 from __future__ import annotations
@@ -22,7 +26,12 @@ PASSES = {
     "dce": ("dce", "eliminate_dead_code"),
     "fusion": ("fusion", "fuse_elementwise"),
 }
-DEFAULT_PASSES = list(PASSES)
+# decompose is asked for by name: on CPU, torch's own softmax and layer_norm (one vectorised op each)
+# beat the three or four small kernels they decompose into (benchmarks/compile.py --model transformer).
+DEFAULT_PASSES = ["conv_bn", "constant_folding", "cse", "dce", "fusion"]
+# With gradients our kernels would need a backward of their own: every op stays a torch call, so
+# that autograd records it, and the gain is the flat generated wrapper (no module calls, no hooks).
+GRADIENT_PASSES = ["constant_folding", "cse", "dce"]
 
 
 def get_pass(name: str) -> Callable:

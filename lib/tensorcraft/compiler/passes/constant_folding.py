@@ -16,32 +16,29 @@ from typing import Any
 
 import torch
 
+from ...stages import swappable
 from ..ir import Graph, Node, map_args, returned_storages
 
 
+@swappable
 def fold_constants(graph: Graph) -> Graph:
     graph = graph.copy()
     known: dict[Node, Any] = {}
     returned = returned_storages(graph)
-    new_nodes: list[Node] = []
-    for node in graph.nodes:
-        if node.name in returned and node.kind == "call":
-            pass  # computed at every call: the caller gets a fresh tensor, as from eager
-        elif node.kind == "constant":
+    for node in list(graph.nodes):
+        if node.kind == "constant":
             known[node] = node.target
         elif node.kind == "param" and graph.frozen:
             known[node] = node.attrs["value"]
-        elif node.kind == "call" and all(i in known for i in node.inputs):
+        elif node.kind == "call" and node not in returned and all(i in known for i in node.inputs):
             with torch.no_grad():
                 value = node.target(*map_args(node.args, known.__getitem__), **map_args(node.kwargs, known.__getitem__))
             known[node] = value
             if isinstance(value, torch.Tensor):
-                folded = Node(node.name, "constant", "constant", value, (), {}, tuple(value.shape), value.dtype,
-                              value.device, {"folded_from": node.op})
-                graph.replace_all_uses(node, folded)
+                for i in node.inputs:
+                    if i.kind == "param":
+                        graph.param_value(i)  # its value is baked in now
+                folded = graph.constant(value, name=node.name)
                 known[folded] = value
-                new_nodes.append(folded)
-                continue
-        new_nodes.append(node)
-    graph.nodes = new_nodes
+                graph.replace(node, [folded])
     return graph

@@ -12,7 +12,8 @@ from __future__ import annotations
 import torch
 
 from .. import functional
-from ..ir import Graph, Node, map_args
+from ...stages import swappable
+from ..ir import Graph, Node
 
 _CONV_ARGS = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
 _CONV_DEFAULTS = {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1}
@@ -34,16 +35,15 @@ def _value(x, graph: Graph):
     if isinstance(x, Node) and x.kind == "constant":
         return x.target
     if isinstance(x, Node) and x.kind == "param" and graph.frozen:
-        return x.attrs["value"]
+        return graph.param_value(x)
     raise LookupError
 
 
+@swappable
 def fold_conv_batchnorm(graph: Graph) -> Graph:
     graph = graph.copy()
     users = graph.users()
-    replace: dict[Node, list[Node]] = {}  # batchnorm (or relu) node -> its replacement nodes
-    drop: set[Node] = set()
-    for bn in graph.nodes:
+    for bn in list(graph.nodes):
         if bn.kind != "call" or bn.op != "batch_norm":
             continue
         b = _bind(bn, _BN_ARGS, _BN_DEFAULTS)
@@ -66,32 +66,17 @@ def fold_conv_batchnorm(graph: Graph) -> Graph:
             new_w = w * scale.reshape(-1, *([1] * (w.dim() - 1)))
             new_b = ((cb if cb is not None else torch.zeros_like(mean)) - mean) * scale \
                 + (beta if beta is not None else torch.zeros_like(mean))
-        wn = Node(graph.fresh_name(f"{conv.name}_folded_weight"), "constant", "constant", new_w, (), {},
-                  tuple(new_w.shape), new_w.dtype, new_w.device)
-        bnode = Node(graph.fresh_name(f"{conv.name}_folded_bias"), "constant", "constant", new_b, (), {},
-                     tuple(new_b.shape), new_b.dtype, new_b.device)
+        wn, bnode = graph.constant(new_w, f"{conv.name}_folded_weight"), graph.constant(new_b, f"{conv.name}_folded_bias")
         rest = (c["stride"], c["padding"], c["dilation"], c["groups"])
         relu = users[bn][0] if len(users[bn]) == 1 else None
         if relu is not None and relu.op == "relu" and relu.kind == "call" and relu.args[:1] == (bn,) \
                 and not any(relu.kwargs.values()) and len(relu.args) == 1:
-            fused = Node(relu.name, "call", "conv2d_relu", functional.conv2d_relu, (c["input"], wn, bnode, *rest), {},
-                         relu.shape, relu.dtype, relu.device, {"aliases": None})
-            replace[relu] = [wn, bnode, fused]
-            drop.add(bn)
+            fused = graph.create("call", "conv2d_relu", functional.conv2d_relu, (c["input"], wn, bnode, *rest),
+                                 name=relu.name, shape=relu.shape, dtype=relu.dtype, device=relu.device)
+            graph.replace(relu, [wn, bnode, fused])
         else:
-            fused = Node(bn.name, "call", "conv2d", torch.nn.functional.conv2d, (c["input"], wn, bnode, *rest), {},
-                         bn.shape, bn.dtype, bn.device, {"aliases": None})
-            replace[bn] = [wn, bnode, fused]
-        drop.add(conv)
-    new_nodes: list[Node] = []
-    for node in graph.nodes:
-        if node in replace:
-            new_nodes += replace[node]
-        elif node not in drop:
-            new_nodes.append(node)
-    renamed = {old: nodes[-1] for old, nodes in replace.items()}
-    for node in new_nodes:
-        node.args = map_args(node.args, lambda a: renamed.get(a, a))
-        node.kwargs = map_args(node.kwargs, lambda a: renamed.get(a, a))
-    graph.nodes = new_nodes
+            fused = graph.create("call", "conv2d", torch.nn.functional.conv2d, (c["input"], wn, bnode, *rest),
+                                 name=bn.name, shape=bn.shape, dtype=bn.dtype, device=bn.device)
+            graph.replace(bn, [wn, bnode, fused])
+        graph.remove([n for n in (bn, conv) if n in graph.nodes])
     return graph

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...stages import swappable
 from ..ir import Graph, Node, returned_storages
 
 
@@ -28,10 +29,11 @@ def _key(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
+@swappable
 def eliminate_common_subexpressions(graph: Graph) -> Graph:
     graph = graph.copy()
     seen: dict[Any, Node] = {}
-    kept: list[Node] = []
+    duplicates: list[Node] = []
     returned = returned_storages(graph)
     for node in graph.nodes:
         if node.kind == "call":
@@ -43,16 +45,14 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
             key = ("constant", id(node.target))
         else:
             key = None
-        if key is not None and key in seen and not (node.name in returned and seen[key].name in returned):
-            if node.name in returned:  # the survivor is returned now
-                returned.add(seen[key].name)
-            graph.replace_all_uses(node, seen[key])
-            for other in graph.nodes:  # views of the duplicate now look into the survivor
-                if other.attrs.get("aliases") == node.name:
-                    other.attrs["aliases"] = seen[key].name
+        if key is None:
             continue
-        if key is not None and key not in seen:
-            seen[key] = node
-        kept.append(node)
-    graph.nodes = kept
+        survivor = seen.setdefault(key, node)
+        if survivor is node or (node in returned and survivor in returned):
+            continue
+        if node in returned:  # the survivor is returned now
+            returned.add(survivor)
+        graph.replace_all_uses(node, survivor)  # readers and views of the duplicate: the survivor's now
+        duplicates.append(node)
+    graph.remove(duplicates)
     return graph

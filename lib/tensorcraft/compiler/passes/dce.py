@@ -6,15 +6,17 @@ is safe to drop. fx's counterpart: ``GraphModule.graph.eliminate_dead_code()``.
 """
 from __future__ import annotations
 
-from ..ir import Graph
+from ...stages import swappable
+from ..ir import Graph, Node
 
 
+@swappable
 def eliminate_dead_code(graph: Graph) -> Graph:
     graph = graph.copy()
-    live = set()
+    live: set[Node] = set()
     for node in reversed(graph.nodes):
-        if node.kind in ("output", "placeholder") or id(node) in live:
-            live.add(id(node))
-            live.update(id(i) for i in node.inputs)
-    graph.nodes = [n for n in graph.nodes if id(n) in live]
+        if node.kind in ("output", "placeholder") or node in live:
+            live.add(node)
+            live.update(node.inputs)
+    graph.remove([n for n in graph.nodes if n not in live])
     return graph

@@ -6,7 +6,9 @@
                         d = x - mean(x)  out = d * rsqrt(mean(d * d) + eps) * w + b
 
 This is what Inductor does first (its "decompositions"): fewer, simpler ops, so that a
-handful of kernels cover a softmax or a layer norm. Only last-axis forms are rewritten, and
+handful of kernels cover a softmax or a layer norm. It is not in the default pipeline: on the CPU,
+torch's own softmax and layer_norm (one vectorised pass each) beat the three or four small kernels
+they become here (``python -m benchmarks compile --model transformer``); ask for it by name. Only last-axis forms are rewritten, and
 only in float32 / float64: for float16 and bfloat16, eager accumulates in float32, while the
 decomposed ops would square and sum in 16 bits (a layer norm of values near 1000 overflows to
 inf and returns zeros), so those are left to torch.
@@ -17,6 +19,7 @@ from typing import Any
 
 import torch
 
+from ...stages import swappable
 from ..ir import Graph, Node
 
 
@@ -32,8 +35,8 @@ class _Emitter:
 
     def call(self, op: str, target, *args, reduced: bool = False, **kwargs) -> Node:
         shape = tuple(self.like.shape[:-1]) + (1,) if reduced else tuple(self.like.shape)
-        node = Node(self.graph.fresh_name(op), "call", op, target, args, kwargs, shape, self.like.dtype,
-                    self.like.device, {"aliases": None})
+        node = self.graph.create("call", op, target, args, kwargs, shape=shape, dtype=self.like.dtype,
+                                 device=self.like.device)
         self.nodes.append(node)
         return node
 
@@ -86,20 +89,15 @@ def _layer_norm(graph: Graph, node: Node) -> list[Node] | None:
     return e.nodes
 
 
+@swappable
 def decompose(graph: Graph) -> Graph:
     graph = graph.copy()
-    new_nodes: list[Node] = []
-    for node in graph.nodes:
+    for node in list(graph.nodes):
         replacement = None
         if node.kind == "call" and node.op in ("softmax", "log_softmax"):
             replacement = _softmax(graph, node, log=node.op == "log_softmax")
         elif node.kind == "call" and node.op == "layer_norm":
             replacement = _layer_norm(graph, node)
-        if replacement is None:
-            new_nodes.append(node)
-            continue
-        replacement[-1].name = node.name  # keeps the name others (views, aliases) refer to
-        new_nodes += replacement
-        graph.replace_all_uses(node, replacement[-1])
-    graph.nodes = new_nodes
+        if replacement is not None:
+            graph.replace(node, replacement)
     return graph

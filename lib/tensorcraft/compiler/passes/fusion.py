@@ -19,10 +19,14 @@ Recomputation (as Inductor does for softmax): a node that reads a value from a g
 a reduction cannot join that group (the reduction is only known at its end), but instead of
 reading the stored value it may *recompute* it from the group's inputs. So softmax becomes
 three kernels that each read x and write only what the next needs: max, sum(exp(x - max)),
-exp(x - max) / sum; no intermediate [n, d] tensor is written at all.
+exp(x - max) / sum; no intermediate [n, d] tensor is written at all. A value is recomputed only
+when that reads at most one full-size tensor the group does not read already (what loading the
+value would cost): a residual stream ``x + a + b + ...`` is stored once, not summed again by
+every later reader.
 """
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass, field
 
@@ -30,6 +34,7 @@ import torch
 
 from ..codegen.kernel import Buffer, Kernel, Output, Stmt
 from ..ir import Graph, Node
+from ...stages import swappable
 from .dce import eliminate_dead_code
 
 UNARY_OPS = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "gelu",
@@ -104,9 +109,10 @@ class Group:
         return any(meaning[m].reduce is not None for m in self.members)
 
 
-def fuse_elementwise(graph: Graph) -> Graph:
-    """Replace each fusible group of two or more nodes by one kernel node."""
-    graph = graph.copy()
+@swappable
+def group_fusible(graph: Graph) -> list[Group]:
+    """The groups worth a kernel (two or more nodes, or values recomputed), greedily in topological
+    order by the rules of the module docstring. Reads the graph, changes nothing."""
     meaning = {n: classify(n) for n in graph.nodes}
     group_of: dict[Node, Group] = {}
     upstream: dict[Node, set[int]] = {}
@@ -141,11 +147,19 @@ def fuse_elementwise(graph: Graph) -> Graph:
         for i in node.inputs:  # a reader outside a group seals it
             if i in group_of and group_of[i] is not chosen:
                 group_of[i].sealed = True
-    fused = [g for g in groups if len(g.members) >= 2 or g.recomputed]
+    return [g for g in groups if len(g.members) >= 2 or g.recomputed]
+
+
+@swappable
+def fuse_elementwise(graph: Graph) -> Graph:
+    """Replace each group of ``group_fusible`` by one kernel node."""
+    graph = graph.copy()
+    fused = group_fusible(graph)
     if not fused:
         return graph
+    meaning = {n: classify(n) for n in graph.nodes}
     users = graph.users()
-    fused_ids = {g.id for g in fused}
+    group_of = {n: g for g in fused for n in g.members}
 
     def stored(n: Node) -> bool:
         """Does a reader outside n's group need n's value in memory (rather than recompute it)?"""
@@ -153,28 +167,25 @@ def fuse_elementwise(graph: Graph) -> Graph:
             g = group_of.get(u)
             if g is group_of[n]:
                 continue
-            if g is None or g.id not in fused_ids or n not in g.recomputed:
+            if g is None or n not in g.recomputed:
                 return True
         return False
 
-    last_member = {g.members[-1]: g for g in fused}
-    in_fused = {n for g in fused for n in g.members}
-    new_nodes: list[Node] = []
     replaced: dict[Node, Node] = {}  # fused values -> the kernel output (or view) that now holds them
-    for node in graph.nodes:
-        if node in last_member:
-            new_nodes += _build_kernel(graph, last_member[node], meaning, stored, replaced)
-        elif node not in in_fused:
-            new_nodes.append(node)
-    graph.nodes = new_nodes
-    return eliminate_dead_code(graph)  # torch calls whose every reader now recomputes them
+    for group in fused:
+        graph.insert_before(group.members[-1], _build_kernel(graph, group, meaning, stored, replaced))
+    graph.remove([n for g in fused for n in g.members])
+    return eliminate_dead_code.library(graph)  # torch calls whose every reader now recomputes them
 
 
 def _recompute_closure(value: Node, group: Group, meaning, group_of, upstream, limit: int = 12) -> list[Node] | None:
-    """The nodes ``group`` must compute again to have ``value`` (producers first), or None if it cannot:
-    only elementwise nodes of the group's shape are recomputed; everything else is loaded, and a load
-    must not depend on the group itself (a cycle)."""
+    """The nodes ``group`` must compute again to have ``value`` (producers first), or None if it cannot
+    or should not: only elementwise nodes of the group's shape are recomputed; everything else is
+    loaded, and a load must not depend on the group itself (a cycle). Recomputing must not read more
+    memory than loading ``value`` would: at most one full-size tensor the group does not read yet
+    (softmax's ``exp(x - max)`` from x: yes; a residual stream summed again from every layer: no)."""
     chosen: dict[Node, None] = {}
+    loads: dict[Node, None] = {}
 
     def visit(x: Node) -> bool:
         if x in chosen or x in group.recomputed:
@@ -183,13 +194,20 @@ def _recompute_closure(value: Node, group: Group, meaning, group_of, upstream, l
             return meaning[x].reduce is None
         mx = meaning.get(x)
         if mx is None or mx.reduce is not None or x not in group_of or tuple(x.shape) != group.shape:
+            loads[x] = None
             return group_of.get(x) is not group and group.id not in upstream.get(x, set())  # load it
         if not all(visit(o) for o in mx.operands if isinstance(o, Node)):
             return False
         chosen[x] = None
         return len(chosen) + len(group.recomputed) <= limit
 
-    return list(chosen) if visit(value) else None
+    if not visit(value):
+        return None
+    inside = set(group.members) | set(group.recomputed)
+    read = {i for n in inside for i in n.inputs if i not in inside}
+    size = math.prod(group.shape)
+    new_full_loads = [x for x in loads if x not in read and math.prod(x.shape or ()) == size]
+    return list(chosen) if len(new_full_loads) <= 1 else None
 
 
 def _can_join(node: Node, m: Elementwise, g: Group, space: tuple, group_of, meaning, upstream) -> bool:
@@ -206,7 +224,6 @@ def _can_join(node: Node, m: Elementwise, g: Group, space: tuple, group_of, mean
 
 def _build_kernel(graph: Graph, group: Group, meaning, stored, replaced: dict[Node, Node]) -> list[Node]:
     """The kernel node, its getitem outputs, and views for keepdim=False reductions."""
-    members = set(group.members)
     rank = len(group.shape)
     inputs: list[Node] = []
     buffers: list[Buffer] = []
@@ -254,21 +271,21 @@ def _build_kernel(graph: Graph, group: Group, meaning, stored, replaced: dict[No
     kernel_name = graph.fresh_name("fused")
     kernel = Kernel(kernel_name, group.shape, tuple(buffers), tuple(stmts), tuple(o for o, _ in outputs),
                     KERNEL_DTYPES[group.dtype])
-    knode = Node(kernel_name, "kernel", "kernel", kernel, tuple(inputs), {}, None, None, group.device,
-                 {"fused": ", ".join(n.op for n in group.members),
-                  "recomputes": ", ".join(n.op for n in group.recomputed)})
+    knode = graph.create("kernel", "kernel", kernel, tuple(inputs), name=kernel_name, device=group.device,
+                         attrs={"fused": ", ".join(n.op for n in group.members),
+                                "recomputes": ", ".join(n.op for n in group.recomputed)})
     result = [knode]
     for index, (out, original) in enumerate(outputs):
         shape = kernel.output_shape(out)
         needs_view = tuple(original.shape) != tuple(shape)
-        name = graph.fresh_name(f"{original.name}_buf") if needs_view else original.name
-        item = Node(name, "call", "getitem", operator.getitem, (knode, index), {}, shape, group.dtype,
-                    group.device, {"aliases": None})
+        item = graph.create("call", "getitem", operator.getitem, (knode, index), name=f"{original.name}_out",
+                            shape=shape, dtype=group.dtype, device=group.device)
         result.append(item)
         replacement = item
         if needs_view:
-            replacement = Node(original.name, "call", "view", torch.Tensor.view, (item, tuple(original.shape)), {},
-                               tuple(original.shape), group.dtype, group.device, {"aliases": item.name})
+            replacement = graph.create("call", "view", torch.Tensor.view, (item, tuple(original.shape)),
+                                       name=f"{original.name}_view", shape=original.shape, dtype=group.dtype,
+                                       device=group.device, aliases=item)
             result.append(replacement)
         graph.replace_all_uses(original, replacement)
         replaced[original] = replacement

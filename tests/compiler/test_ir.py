@@ -1,0 +1,77 @@
+"""The graph's own methods keep references right; both front-ends build through the one builder."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tensorcraft.compiler.builder import GraphBuilder, Refused
+from tensorcraft.compiler.capture import capture
+from tensorcraft.compiler.dynamo_backend import graph_from_fx
+from tensorcraft.compiler.passes.cse import eliminate_common_subexpressions
+from tensorcraft.compiler.passes.memory_plan import plan_memory
+
+
+def _viewed_twice(x):
+    a = x * 2
+    b = x * 2          # the same value: CSE merges it into a
+    v = b.t()          # a view of the duplicate
+    return v + a
+
+
+def test_views_are_node_references_the_same_from_both_front_ends():
+    x = torch.randn(4, 4)
+    ours = capture(_viewed_twice, (x,)).graph
+    theirs = graph_from_fx(torch.fx.symbolic_trace(_viewed_twice), [x])
+    for graph in (ours, theirs):
+        view = next(n for n in graph.nodes if n.op == "t")
+        assert view.aliases is view.args[0] and view.aliases.op == "mul"
+        assert [n.op for n in graph.nodes if n.kind == "call"] == ["mul", "mul", "t", "add"]
+
+
+def test_replacing_a_node_moves_its_readers_and_its_views():
+    graph = capture(_viewed_twice, (torch.randn(4, 4),)).graph
+    first, duplicate = [n for n in graph.nodes if n.op == "mul"]
+    merged = eliminate_common_subexpressions(graph)
+    view = next(n for n in merged.nodes if n.op == "t")
+    kept = next(n for n in merged.nodes if n.op == "mul")
+    assert merged.count(op="mul") == 1 and view.aliases is kept and view.args[0] is kept
+    assert graph.count(op="mul") == 2 and next(n for n in graph.nodes if n.op == "t").aliases is duplicate  # untouched
+
+
+def test_remove_refuses_a_node_that_is_still_read_or_viewed():
+    graph = capture(_viewed_twice, (torch.randn(4, 4),)).graph
+    _, duplicate = [n for n in graph.nodes if n.op == "mul"]
+    view = next(n for n in graph.nodes if n.op == "t")
+    with pytest.raises(ValueError, match=f"{view.name} still reads it"):
+        graph.remove([duplicate])
+    view.args = (next(n for n in graph.nodes if n.op == "mul"),)  # a broken edit: reads one, views another
+    with pytest.raises(ValueError, match=f"{view.name} is a view of it"):
+        graph.remove([duplicate])
+
+
+def test_lint_states_the_rules():
+    graph = capture(_viewed_twice, (torch.randn(4, 4),)).graph
+    graph.lint()
+    view = next(n for n in graph.nodes if n.op == "t")
+    view.aliases = graph.nodes[-2]  # a node defined after it
+    with pytest.raises(ValueError, match="is a view of"):
+        graph.lint()
+
+
+def test_the_memory_plan_is_keyed_by_nodes():
+    graph = capture(lambda x: (x * 2).exp() @ x, (torch.randn(4, 4),)).graph
+    plan = plan_memory(graph)
+    assert all(isinstance(k, type(graph.nodes[0])) for k in plan.last_use)
+    assert all(n in graph.nodes for frees in plan.frees_after.values() for n in frees)
+
+
+def test_the_builder_refuses_an_update_of_an_input_and_functionalizes_an_intermediate():
+    builder = GraphBuilder()
+    x = torch.randn(3)
+    px = builder.placeholder(x, "x", 0)
+    with pytest.raises(Refused, match="in-place update of an input"):
+        builder.call(torch.Tensor.add_, (px, 1), {}, (x, 1), {})
+    y, py = builder.call(torch.mul, (px, 2), {}, (x, 2), {})
+    _, updated = builder.call(torch.Tensor.add_, (py, 1), {}, (y, 1), {})
+    assert updated.op == "add" and updated.args[0] is py and updated.aliases is None
+    torch.testing.assert_close(y, x * 2 + 1)  # the program's own tensor was updated, as eager does
