@@ -514,7 +514,7 @@ def _plan_public() -> list[Group]:
     return [
         Group("permute, flatten, compose, decompose", _cases(VALID_CASES)),
         Group("the ellipsis", _cases(ELLIPSIS_CASES)),
-        Group("unit dimensions", _cases(UNIT_CASES)),
+        Group("unit dimensions and scalars", _cases(UNIT_CASES)),
         Group(f"{LAYER}, via tensorcraft.substitute", _cases(VALID_CASES[3:7], (LAYER,))),
         Group("lengths that do not fit raise einops.EinopsError", _cases(SHAPE_ERRORS, raises=ERROR)),
     ]
