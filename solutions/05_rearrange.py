@@ -297,11 +297,12 @@ print("outside the block:", tuple(model(images).shape), "(nothing printed: the l
 # %% [markdown]
 # You will now write the three stages yourself, and each check runs yours inside the library.
 # In all three exercises, raise **`einops.EinopsError`** (imported above as `EinopsError`) where
-# einops raises an error; a subclass of it is accepted too. Forbidden, because they would do the
-# work for you: `einops.rearrange` / `reduce` / `repeat` and einops' parser
-# (`einops.parsing.ParsedExpression`), `tc.rearrange`, and tensorcraft's `parse_expression`,
-# `make_recipe`, `make_plan`, `plan_for` and `compile_steps`. Everything in `torch`, `math` and
-# Python itself is allowed.
+# einops raises an error; a subclass of it is accepted too (tensorcraft's own `tc.EinopsError` is
+# not one). Forbidden, because they would do the work for you: `einops.rearrange` / `reduce` /
+# `repeat` and einops' parser (`einops.parsing.ParsedExpression`), `tc.rearrange` / `tc.reduce` /
+# `tc.repeat`, and tensorcraft's `parse_expression`, `make_recipe`, `make_plan`, `plan_for` and
+# `compile_steps` (their `.library` versions too); in Exercise 3 also the library's `apply` and
+# `steps_for`. Everything in `torch`, `math` and Python itself is allowed.
 
 # %% [markdown]
 # ## Exercise 1 — parse one side of a pattern (2 points)
@@ -312,15 +313,17 @@ print("outside the block:", tuple(model(images).shape), "(nothing printed: the l
 #
 # - a name outside parentheses is a dimension of one axis: `b` → `("b",)`;
 # - a group is one dimension holding its axes in order: `(h w)` → `("h", "w")`; `()` → `()`;
-# - a number other than 1 is an *anonymous axis*: `AnonymousAxis(2)` (every one is a new axis);
+# - a number other than 1 is an *anonymous axis*: `AnonymousAxis(2)` (every one is a new axis;
+#   `0` is refused);
 # - `1` outside parentheses is a dimension with no axis, `()`; inside a group it adds nothing;
 # - `...` outside parentheses is the bare string `ELLIPSIS` (not a tuple: it stands for any number
 #   of dimensions); inside a group it is an element of the group: `(h ...)` → `("h", ELLIPSIS)`.
 #
-# Words are separated by spaces (any number) and by parentheses. Raise `EinopsError` for: a name
-# twice, `...` twice, `(` inside a group, a `)` without `(` or a `(` never closed, a name that is
-# not a Python identifier or that starts or ends with `_`, any other character.
-# So `"b (h w) ... 1"` gives `dims = (("b",), ("h", "w"), ELLIPSIS, ())`.
+# Words are separated by spaces (any number) and by parentheses: `a(b c)` reads as `a (b c)`.
+# Raise `EinopsError` for: a name twice (also inside a group), `...` twice, `(` inside a group, a
+# `)` without `(` or a `(` never closed, a number `0`, a name that is not a Python identifier
+# (`2a`) or that starts or ends with `_`, any other character (a tab too).
+# So `"b (h w) ... 1"` gives `dims = (("b",), ("h", "w"), ELLIPSIS, ())`, and `""` gives `dims = ()`.
 #
 # The check compares your `dims` with einops' own parser, then runs `tc.rearrange`, `tc.repeat`
 # and `tc.reduce` with `tc.substitute(parse_expression=parse_expression)` and compares their
@@ -427,7 +430,8 @@ for field in ("axes", "fixed_lengths", "given_axes", "input_dims", "permutation"
 # 2. For each input dimension `d` of length `shape[d]`: multiply the known lengths of its axes.
 #    If one axis is unknown (the recipe guarantees at most one), its length is `shape[d]` divided
 #    by that product — raise `EinopsError` if the product does not divide `shape[d]` (or is 0).
-#    If none is unknown, the product must equal `shape[d]`, else raise `EinopsError`.
+#    If none is unknown, the product must equal `shape[d]`, else raise `EinopsError` (a `1` on the
+#    left holds no axis: its product is 1, so its dimension must be 1). Lengths are ints: use `//`.
 # 3. Return `Plan(recipe=recipe, input_shape=tuple(shape), axes_lengths=tuple(axes_lengths.items()),
 #    init_shape=..., permutation=recipe.permutation, reduced_axes=(), unsqueezed_shape=None,
 #    expanded_shape=None, final_shape=...)`: `init_shape` is the tuple of every axis length (the
@@ -490,9 +494,13 @@ check_make_plan(make_plan, hidden=True)
 #    `reshape` to merge each right-side group. (`view` is not enough: after `permute` the tensor
 #    is usually not contiguous.)
 #
+# The result must work with autograd, as einops' does (the layer sits inside models that train):
+# build it from `x` with torch operations, not through `.tolist()` or `torch.tensor(...)`.
+#
 # The check compares with einops on fixed and randomly generated patterns (compositions on both
-# sides, decompositions with given lengths, ellipsis, errors), called directly and as the stage
-# of the `Rearrange` layer inside `nn.Sequential`, through `tc.substitute(rearrange=rearrange)`.
+# sides, decompositions with given lengths, ellipsis, scalars, errors), called directly, with
+# `x.requires_grad` (the result and the gradient that flows back to `x`), and as the stage of the
+# `Rearrange` layer inside `nn.Sequential`, through `tc.substitute(rearrange=rearrange)`.
 
 # %% nbgrader={"grade": false, "grade_id": "rearrange", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def rearrange(x: torch.Tensor, pattern: str, **axes_lengths) -> torch.Tensor:

@@ -23,7 +23,8 @@ _library_parse = _pattern_module.parse_expression.library
 
 
 def _parse(text: str, *, one_as_axis=False, flatten_groups=False, numbers_as_names=False, duplicates=False,
-           ellipsis_as_group=False, drop_empty_groups=False, nesting=False) -> Expression:
+           ellipsis_as_group=False, drop_empty_groups=False, nesting=False,
+           unwrap_ellipsis_group=False) -> Expression:
     dims: list = []
     group: list | None = None
     seen: set = set()
@@ -35,6 +36,8 @@ def _parse(text: str, *, one_as_axis=False, flatten_groups=False, numbers_as_nam
             seen.add(word)
             axis = ELLIPSIS
         elif word.isdecimal() and not numbers_as_names:
+            if int(word) == 0:
+                raise EinopsError("an anonymous axis needs a positive length")
             if int(word) == 1 and not one_as_axis:
                 if group is None:
                     dims.append(())
@@ -71,6 +74,8 @@ def _parse(text: str, *, one_as_axis=False, flatten_groups=False, numbers_as_nam
                     raise EinopsError("unbalanced")
                 if flatten_groups:
                     dims.extend((axis,) for axis in group)
+                elif unwrap_ellipsis_group and group == [ELLIPSIS]:
+                    dims.append(ELLIPSIS)
                 elif group or not drop_empty_groups:
                     dims.append(tuple(group))
                 group = None
@@ -117,6 +122,12 @@ def parse_ellipsis_as_group(text):
         "when an empty group closes")
 def parse_drops_empty_groups(text):
     return _parse(text, drop_empty_groups=True)
+
+
+@mutant("nb05_rearrange.parse_expression", hint="'(...)' is a group: the tuple (ELLIPSIS,), one dimension that "
+        "merges all the dimensions '...' stands for; only a bare '...' is the string ELLIPSIS")
+def parse_unwraps_ellipsis_group(text):
+    return _parse(text, unwrap_ellipsis_group=True)
 
 
 @mutant("nb05_rearrange.parse_expression", hint="composition is one level deep: '(' inside an open group "
@@ -178,7 +189,7 @@ def plan_without_checks(recipe, shape, axes_lengths):
 
 def _rearrange(x, pattern, axes_lengths, *, group_reversed=False, given_reversed=False, permute_first=False,
                ellipsis_last=False, ellipsis_reversed=False, check=True, view=False, inverse=False,
-               unused_lengths=False):
+               unused_lengths=False, ellipsis_group_end=False, drop_empty_ellipsis_group=False):
     try:
         left_text, right_text = pattern.split("->")
         left, right = _library_parse(left_text), _library_parse(right_text)
@@ -186,6 +197,8 @@ def _rearrange(x, pattern, axes_lengths, *, group_reversed=False, given_reversed
         raise EinopsError(str(error)) from None
     if left.anonymous_axes or right.anonymous_axes or left.identifiers != right.identifiers:
         raise EinopsError("rearrange keeps every axis")
+    if left.ellipsis_in_group:
+        raise EinopsError("'...' inside a group on the left")
     names = set(left.axes)
     if unused_lengths:
         axes_lengths = {name: length for name, length in axes_lengths.items() if name in names}
@@ -201,6 +214,10 @@ def _rearrange(x, pattern, axes_lengths, *, group_reversed=False, given_reversed
         for dim in expression.dims:
             if dim == ELLIPSIS:
                 dims += [(name,) for name in extra]
+            elif ellipsis_group_end and ELLIPSIS in dim:
+                dims.append(tuple(a for a in dim if a != ELLIPSIS) + tuple(extra))
+            elif drop_empty_ellipsis_group and ELLIPSIS in dim and len(dim) == 1 and not extra:
+                continue
             else:
                 dims.append(tuple(a for axis in dim for a in (extra if axis == ELLIPSIS else [axis])))
         return dims
@@ -292,3 +309,15 @@ def rearrange_ellipsis_reversed(x, pattern, **axes_lengths):
         "rearrange(x, 'a b -> b a', c=2) raises einops.EinopsError, as einops does")
 def rearrange_ignores_unknown_keywords(x, pattern, **axes_lengths):
     return _rearrange(x, pattern, axes_lengths, unused_lengths=True)
+
+
+@mutant("nb05_rearrange.rearrange", hint="inside an output group the ellipsis' dimensions go where '...' is written: "
+        "'(... b)' puts them before b, '(b ...)' after it")
+def rearrange_ellipsis_at_group_end(x, pattern, **axes_lengths):
+    return _rearrange(x, pattern, axes_lengths, ellipsis_group_end=True)
+
+
+@mutant("nb05_rearrange.rearrange", hint="a group on the right is one output dimension even when the '...' in it "
+        "stands for no dimension: '(...)' then has length 1 (the product of no lengths), like '()'")
+def rearrange_drops_empty_ellipsis_group(x, pattern, **axes_lengths):
+    return _rearrange(x, pattern, axes_lengths, drop_empty_ellipsis_group=True)

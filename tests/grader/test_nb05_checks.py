@@ -1,15 +1,26 @@
 """Notebook 05's checks: the learner's stages run inside tensorcraft's pipeline, and shortcuts are caught."""
 import einops
 import pytest
+import torch
 
 import tensorcraft as tc
 from tensorcraft import stages
 from grader.checks import nb05_rearrange as checks
+from grader.mutants import nb05_rearrange as mutants
 from tensorcraft.einops import pattern, recipe
 from tensorcraft.einops.ops import rearrange as library_rearrange
 
 
-LIBRARY_REARRANGE = library_rearrange.library  # the undecorated function: no tripwire watches it
+
+def library_stage(name):
+    """The library's own stage, looked up when called (a stand-in for a correct answer: the checks forbid
+    holding a stage's `.library`, and the registry is the one route they cannot see)."""
+    return lambda *args, **kwargs: stages._LIBRARY[name](*args, **kwargs)
+
+
+def correct_rearrange(x, pattern, **axes_lengths):
+    """A right answer to exercise 3 (the mutants' family with no mistake switched on)."""
+    return mutants._rearrange(x, pattern, axes_lengths)
 
 
 def counting(fn, log):
@@ -24,8 +35,8 @@ def counting(fn, log):
     return stage
 
 
-@pytest.mark.parametrize("exercise, library", [(checks.PARSE_EXPRESSION, pattern.parse_expression.library),
-                                               (checks.MAKE_PLAN, recipe.make_plan.library)])
+@pytest.mark.parametrize("exercise, library", [(checks.PARSE_EXPRESSION, library_stage("parse_expression")),
+                                               (checks.MAKE_PLAN, library_stage("make_plan"))])
 def test_a_stage_exercise_runs_the_learners_stage_inside_the_pipeline(exercise, library):
     log = []
     report = exercise.run(counting(library, log))
@@ -36,10 +47,11 @@ def test_a_stage_exercise_runs_the_learners_stage_inside_the_pipeline(exercise, 
 
 def test_the_rearrange_check_runs_the_learners_function_inside_the_layer():
     log = []
-    rearrange = counting(LIBRARY_REARRANGE, log)  # a stand-in for a correct answer
+    rearrange = counting(correct_rearrange, log)  # a stand-in for a correct answer
     layer_cases = [case.args[1] for group in checks.REARRANGE.public() for case in group.cases
                    if checks.LAYER in case.args]
-    assert not checks.REARRANGE.run(rearrange).failed
+    report = checks.REARRANGE.run(rearrange)
+    assert not report.failed, report.text()
     assert set(layer_cases) <= set(log)
 
 
@@ -47,6 +59,9 @@ def test_the_rearrange_check_runs_the_learners_function_inside_the_layer():
     lambda x, p, **n: einops.rearrange(x, p, **n),
     lambda x, p, **n: tc.rearrange(x, p, **n),
     lambda x, p, **n: library_rearrange(x, p, **n),
+    lambda x, p, **n: tc.repeat(x, p, **n),  # a rearrange is a repeat that adds no axis
+    lambda x, p, **n: tc.einops.ops.apply(x, p, "rearrange", n),
+    lambda x, p, **n: library_rearrange.library(x, p, **n),
 ])
 def test_delegating_to_einops_or_tensorcraft_fails_every_group(delegate):
     report = checks.REARRANGE.run(delegate)
@@ -58,3 +73,46 @@ def test_delegating_to_einops_or_tensorcraft_fails_every_group(delegate):
 def test_an_einops_parse_is_compared_with_einops_own_parser():
     assert checks._einops_parse("b (h 2) ... 1") == (("b",), ("h", checks.Anonymous(2)), "...", ())
     assert checks._ours(pattern.parse_expression("b (h 2) ... 1")) == checks._einops_parse("b (h 2) ... 1")
+
+
+def first_failure(exercise, fn):
+    report = exercise.run(fn)
+    assert report.failed, report.text()
+    return report.failed[0]
+
+
+def test_a_stages_library_function_held_in_advance_is_caught():
+    held = pattern.parse_expression.library
+    failure = first_failure(checks.PARSE_EXPRESSION, lambda text: held(text))
+    assert "parse_expression.library" in failure.detail
+
+
+def test_a_case_that_must_raise_names_the_rule_it_breaks():
+    """A parser that accepts a zero-length anonymous axis: the hint states einops' rule, not the generic hint."""
+    def parse(text):
+        if text == "(h 0)":
+            return pattern.Expression(text=text, dims=(("h", pattern.AnonymousAxis(0)),))
+        return mutants._parse(text)  # right everywhere else
+    failure = first_failure(checks.PARSE_EXPRESSION, parse)
+    assert "must raise" in failure.detail and "(h 0)" in failure.detail
+    assert "positive" in failure.hint and failure.hint != checks.PARSE_EXPRESSION.hint
+
+
+@pytest.mark.parametrize("raised, named", [(ValueError, "not ValueError"), (tc.EinopsError, "tensorcraft's")])
+def test_the_wrong_error_type_is_named(raised, named):
+    def rearrange(x, p, **n):
+        try:
+            return correct_rearrange(x, p, **n)
+        except einops.EinopsError as error:
+            raise raised(str(error)) from None
+    failure = first_failure(checks.REARRANGE, rearrange)
+    assert named in failure.hint and "einops.EinopsError" in failure.hint
+
+
+@pytest.mark.parametrize("wrong, hint_says", [
+    (lambda x, p, **n: torch.tensor(correct_rearrange(x, p, **n).tolist(), dtype=x.dtype), "autograd"),
+    (lambda x, p, **n: correct_rearrange(x, p, **n) if x.ndim else x.reshape(*[]), "reshape(*shape)"),
+    (lambda x, p, **n: correct_rearrange(x, p.replace("(h 2) c", "(h 1) c"), **n), "on either side"),
+])
+def test_wrong_answers_found_in_review_are_rejected_with_their_hint(wrong, hint_says):
+    assert hint_says in first_failure(checks.REARRANGE, wrong).hint
