@@ -25,6 +25,7 @@ import torch
 
 from tensorcraft.einstein.api import einsum
 from tensorcraft.einstein.loops import GENERATED_NAME, einsum_loops, loop_code
+from tensorcraft.einstein.networks import LETTERS, random_network
 from tensorcraft.einstein.path import contract_path, greedy_path
 
 
@@ -145,24 +146,6 @@ def compare_paths(cases: int, max_operands: int) -> None:
         print(f"  {strategy:<8} equal {np.mean(a == 1):5.1%}  ours cheaper {np.mean(a < 1):5.1%}  "
               f"mean {a.mean():.3f}  max {a.max():.3f} (on {worst[strategy][0]!r})")
 
-
-LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-
-def random_network(rng: random.Random, n: int, degree: int = 3) -> tuple[list[frozenset[str]], dict[str, int]]:
-    """A random tensor network: n operands, n * degree / 2 labels, each label on two distinct
-    operands (a summed bond), sizes 2-8; every operand gets at least one label."""
-    labels: list[set[str]] = [set() for _ in range(n)]
-    sizes: dict[str, int] = {}
-    for k in range(n * degree // 2):
-        lonely = [p for p in range(n) if not labels[p]]
-        first = lonely[0] if lonely else rng.randrange(n)
-        second = rng.choice([p for p in range(n) if p != first])
-        name = opt_einsum.get_symbol(k)
-        labels[first].add(name)
-        labels[second].add(name)
-        sizes[name] = rng.randint(2, 8)
-    return [frozenset(s) for s in labels], sizes
 
 
 def network_equation(sets: list[frozenset[str]]) -> str:

@@ -1,5 +1,5 @@
 """Scores out of the gradebook into a CSV: one row per learner and assignment, one column per
-graded cell, then the total."""
+graded cell of the assignments handed in, then the total."""
 from __future__ import annotations
 
 import csv
@@ -18,10 +18,10 @@ def score_rows(course: Course) -> tuple[list[str], list[dict[str, object]]]:
     with Gradebook(course.db_url) as gradebook:
         for assignment in sorted(gradebook.assignments, key=lambda a: a.name):
             for notebook in sorted(assignment.notebooks, key=lambda n: n.name):
-                cells = sorted(notebook.grade_cells, key=lambda c: c.name)
-                for cell in cells:
-                    if cell.name not in columns:
-                        columns.append(cell.name)
+                if notebook.submissions:        # columns only for what was handed in
+                    for cell in sorted(notebook.grade_cells, key=lambda c: c.name):
+                        if cell.name not in columns:
+                            columns.append(cell.name)
                 for submission in sorted(notebook.submissions, key=lambda s: s.student.id):
                     row: dict[str, object] = {"learner": submission.student.id, "assignment": assignment.name}
                     for grade in submission.grades:

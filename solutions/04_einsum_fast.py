@@ -425,7 +425,7 @@ except NotImplementedError:
 # Here is one network of 40 operands (each label on two operands):
 
 # %%
-from benchmarks.einsum import random_network  # noqa: E402
+from tensorcraft.einstein.networks import random_network  # noqa: E402
 import random  # noqa: E402
 
 net, net_sizes = random_network(random.Random(40), 40)
