@@ -349,10 +349,13 @@ check_c_source(c_source, hidden=True)
 # Your kernel, printed for the chain of the first section, then run by the whole compiler:
 
 # %%
-print(c_source(kernel))
-with tc.substitute(c_source=c_source):  # while a substitute is in force, every call compiles afresh
-    mine = tc.compile(chain, backend="c")
-    print("tc.compile with your c_source equals eager:", torch.allclose(mine(x, y), chain(x, y)))
+try:
+    print(c_source(kernel))
+    with tc.substitute(c_source=c_source):  # while a substitute is in force, every call compiles afresh
+        mine = tc.compile(chain, backend="c")
+        print("tc.compile with your c_source equals eager:", torch.allclose(mine(x, y), chain(x, y)))
+except NotImplementedError:
+    print("c_source is not written yet: solve exercise 2, then run this cell again")
 
 # %% [markdown]
 # Why C and Python here, and not the other way round? The Python kernel teaches the contract
@@ -547,9 +550,12 @@ check_generate_wrapper(generate_wrapper, hidden=True)
 # %%
 from tensorcraft.compiler.pipeline import compile_graph  # noqa: E402
 
-yours_mlp = compile_graph(compiled_mlp.compiled.captured, wrapper=generate_wrapper)
-print("equals eager:", torch.allclose(yours_mlp.fn(*mlp_args)[0], mlp(*mlp_args), atol=1e-5))
-print(yours_mlp.code.source)
+try:
+    yours_mlp = compile_graph(compiled_mlp.compiled.captured, wrapper=generate_wrapper)
+    print("equals eager:", torch.allclose(yours_mlp.fn(*mlp_args)[0], mlp(*mlp_args), atol=1e-5))
+    print(yours_mlp.code.source)
+except NotImplementedError:
+    print("generate_wrapper is not written yet: solve exercise 3, then run this cell again")
 
 # %% [markdown]
 # ## Benchmark: eager, torch.compile and tensorcraft's backends
@@ -585,14 +591,18 @@ start = time.perf_counter()
 inductor_chain = torch.compile(long_chain)
 inductor_chain(big_x, big_y)
 print(f"torch.compile, first call of the chain: {time.perf_counter() - start:.1f} s")
-yours = tc.compile(long_chain, backend=lambda k: c_backend.CompiledCKernel(k, c_source(k)))  # your C, compiled
 versions = {
     "eager": long_chain,
     "torch.compile": inductor_chain,
     "tc python": tc.compile(long_chain, backend="python"),
     "tc c (library)": tc.compile(long_chain, backend="c"),
-    "tc c (your c_source)": yours,
 }
+try:
+    c_source(kernel)
+    # your C, plugged in through backend=: a function from a kernel to a compiled kernel
+    versions["tc c (your c_source)"] = tc.compile(long_chain, backend=lambda k: c_backend.CompiledCKernel(k, c_source(k)))
+except NotImplementedError:
+    print("c_source is not written yet: its bar is missing (solve exercise 2 and run this cell again)")
 expected = long_chain(big_x, big_y)
 seconds = {}
 for label, fn in versions.items():
@@ -604,7 +614,7 @@ for label, fn in versions.items():
 # %%
 fig, ax = plt.subplots(figsize=(7, 3))
 labels = list(seconds)
-ax.barh(labels, [1000 * seconds[k] for k in labels], color=["gray", "tab:orange", "tab:blue", "tab:green", "tab:red"])
+ax.barh(labels, [1000 * seconds[k] for k in labels], color=["gray", "tab:orange", "tab:blue", "tab:green", "tab:red"][:len(labels)])
 for i, k in enumerate(labels):
     ax.text(1000 * seconds[k], i, f" {seconds['eager'] / seconds[k]:.1f}x", va="center")
 ax.invert_yaxis()
