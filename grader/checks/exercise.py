@@ -65,6 +65,7 @@ class Exercise:
     # How the learner's function is run on a case: by default called directly; an exercise on one
     # stage of a pipeline plugs the function into the library's pipeline here instead.
     call: Callable[..., Any] = call_directly
+    cuda: bool = True            # False: the stage only runs on the CPU (a C kernel); no CUDA cases at all
 
     @property
     def name(self) -> str:
@@ -89,7 +90,7 @@ class Exercise:
         else:
             seed, groups = None, self.public()
         report = CheckReport(f"check_{self.name}", hidden=hidden, seed=seed)
-        for device in devices(cuda_available):
+        for device in [d for d in devices(cuda_available) if self.cuda or d.name == "cpu"]:
             for group in groups:
                 if not device.available:
                     report.outcomes.append(GroupOutcome(device.name, group.title, len(group.cases), PENDING,
