@@ -136,21 +136,20 @@ def _compile_with(stage: str, learner_fn, fn, inputs, passes):
 # ---------------------------------------------------------------- exercise 1: dead-code elimination
 
 
-def _dce_reference(program, seed: int):
-    inputs = program_inputs(seed)
+def _dce_reference(program, inputs):
     gm = torch.fx.symbolic_trace(as_function(program))
     gm.graph.eliminate_dead_code()
     return run_program(program, *inputs), _fx_calls(gm), sum(1 for n in gm.graph.nodes if n.op == "placeholder")
 
 
-def _dce_in_the_pipeline(learner_dce, program, seed: int):
-    inputs = program_inputs(seed)
+def _dce_in_the_pipeline(learner_dce, program, inputs):
     out, graph = _compile_with("eliminate_dead_code", learner_dce, as_function(program), inputs, [DCE_STAGE])
     return out, _our_calls(graph), len(graph.placeholders)
 
 
 def _program_case(program, note: str = "", seed: int = 0) -> Case:
-    return Case((program, seed), note or describe_program(program))
+    """The inputs are arguments of the case, so that the check moves them to each device it runs on."""
+    return Case((program, program_inputs(seed)), note or describe_program(program))
 
 
 def _dce_public() -> list[Group]:
@@ -242,23 +241,22 @@ def check_eliminate_dead_code(eliminate_dead_code, hidden: bool = False) -> None
 # ---------------------------------------------------------------- exercise 2: common subexpressions
 
 
-def _cse_reference(program, seed: int, against_fx: bool):
-    outputs = run_program(program, *program_inputs(seed))
+def _cse_reference(program, inputs, against_fx: bool):
+    outputs = run_program(program, *inputs)
     if not against_fx:
         return outputs, _shared_outputs(outputs)
     theirs = CSEPass()(torch.fx.symbolic_trace(as_function(program))).graph_module
     return outputs, _shared_outputs(outputs), _fx_calls(theirs)
 
 
-def _cse_in_the_pipeline(learner_cse, program, seed: int, against_fx: bool):
-    inputs = program_inputs(seed)
+def _cse_in_the_pipeline(learner_cse, program, inputs, against_fx: bool):
     out, graph = _compile_with("eliminate_common_subexpressions", learner_cse, as_function(program), inputs,
                                [CSE_STAGE])
     return (out, _shared_outputs(out)) + ((_our_calls(graph),) if against_fx else ())
 
 
 def _cse_case(program, note: str = "", seed: int = 0, against_fx: bool = True) -> Case:
-    return Case((program, seed, against_fx), note or describe_program(program))
+    return Case((program, program_inputs(seed), against_fx), note or describe_program(program))
 
 
 def _cse_public() -> list[Group]:
@@ -360,7 +358,8 @@ def check_eliminate_common_subexpressions(eliminate_common_subexpressions, hidde
 # A module whose forward is a program over (x, self.p, self.q): p (6, 6) and q (6,) are parameters, and
 # every step that reads only them (and factory calls such as torch.arange) can be folded in a frozen graph.
 
-_FACTORY = {"arange": lambda extra: torch.arange(float(WIDTH)) * extra, "ones": lambda extra: torch.ones(WIDTH) * extra}
+_FACTORY = {"arange": lambda extra, device: torch.arange(float(WIDTH), device=device) * extra,
+            "ones": lambda extra, device: torch.ones(WIDTH, device=device) * extra}
 
 
 class ProgramModule(nn.Module):
@@ -372,13 +371,14 @@ class ProgramModule(nn.Module):
         self.program = program
         self.p = nn.Parameter((torch.randn(WIDTH, WIDTH, generator=g) / WIDTH ** 0.5).to(dtype))
         self.q = nn.Parameter(torch.randn(WIDTH, generator=g).to(dtype))
+        self.device = torch.device("cpu")  # where factories create their tensors: a plain attribute, as fx needs
 
     def forward(self, x):
         steps, outputs, _ = self.program
         values = [x, self.p, self.q]
         for op, operands, extra in steps:
             if op in _FACTORY:
-                values.append(_FACTORY[op](extra))
+                values.append(_FACTORY[op](extra, self.device))
             else:
                 values.append(_OPS[op](*[values[i] for i in operands], extra))
         return values[outputs[0]] if len(outputs) == 1 else tuple(values[i] for i in outputs)
@@ -388,9 +388,11 @@ def _as_tuple(value) -> tuple:
     return value if isinstance(value, tuple) else (value,)
 
 
-def _fold_setup(program, seed: int, mode: str):
-    model = ProgramModule(program, seed)
-    x = torch.randn(SHAPE, generator=torch.Generator().manual_seed(seed + 1))
+def _fold_setup(program, seed: int, mode: str, x: torch.Tensor):
+    """The module (parameters drawn from ``seed``) on x's device, and a copy of x to run it on."""
+    model = ProgramModule(program, seed).to(x.device)
+    model.device = x.device
+    x = x.detach().clone()
     if mode != "grad":  # "frozen" and "returned": eval mode, no gradients
         model.eval().requires_grad_(False)
     else:
@@ -405,8 +407,8 @@ def _gradients(model, x, outputs) -> tuple:
     return x.grad, model.p.grad, model.q.grad
 
 
-def _fold_reference(program, seed: int, mode: str):
-    model, x = _fold_setup(program, seed, mode)
+def _fold_reference(program, seed: int, mode: str, x: torch.Tensor):
+    model, x = _fold_setup(program, seed, mode, x)
     if mode == "grad":
         outputs = _as_tuple(model(x))
         return tuple(o.detach() for o in outputs), _gradients(model, x, outputs)
@@ -427,8 +429,8 @@ def _shared_across_calls(first, second) -> list[int]:
             if a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()]
 
 
-def _fold_in_the_pipeline(learner_fold, program, seed: int, mode: str):
-    model, x = _fold_setup(program, seed, mode)
+def _fold_in_the_pipeline(learner_fold, program, seed: int, mode: str, x: torch.Tensor):
+    model, x = _fold_setup(program, seed, mode, x)
     compiled = tensorcraft.compile(model, passes=[FOLD_STAGE, DCE_STAGE])
     with tensorcraft.substitute(fold_constants=learner_fold):
         if mode == "grad":
@@ -446,7 +448,8 @@ def _fold_in_the_pipeline(learner_fold, program, seed: int, mode: str):
 
 
 def _fold_case(steps, outputs, note: str, mode: str = "frozen", seed: int = 0) -> Case:
-    return Case(((tuple(steps), tuple(outputs), 1), seed, mode), f"{note} ({mode})")
+    x = torch.randn(SHAPE, generator=torch.Generator().manual_seed(seed + 1))
+    return Case(((tuple(steps), tuple(outputs), 1), seed, mode, x), f"{note} ({mode})")
 
 
 # values: 0 = x (4, 6), 1 = p (6, 6), 2 = q (6,)
