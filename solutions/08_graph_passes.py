@@ -431,6 +431,22 @@ with torch.no_grad():
     print("same as eager:", torch.allclose(ours, affine(xa)))
 
 # %% [markdown]
+# The folded values are copies of what `w` was at compile time. The guards watch them: change `w`
+# in place and the next call compiles again instead of using a stale constant. And in a graph that
+# is not frozen (here: captured without saying it is), the calls on `w` stay; only `arange`, which
+# reads nothing at all, is folded:
+
+# %%
+fast_affine = tc.compile(affine)
+with torch.no_grad():
+    fast_affine(xa)
+    affine.w.mul_(-1)
+    print("after w changed, same as eager:", torch.allclose(fast_affine(xa), affine(xa)))
+print("compiles:", fast_affine.stats.compiles, "| why:", fast_affine.stats.recompiles)
+not_frozen = capture(affine, (xa,), module=affine).graph
+print("frozen:", not_frozen.frozen, "| calls after folding:", calls(constant_folding.fold_constants(not_frozen)))
+
+# %% [markdown]
 # ### The order of passes matters
 #
 # Look at the folded graph again: the constants that replaced `t`, `mul` and `arange` are still
