@@ -317,10 +317,13 @@ check_group_fusible(my_group_fusible, hidden=True)
 # Your grouping inside `tc.compile`, on the small block of section 2, and the graph it leads to:
 
 # %%
-with tc.substitute(group_fusible=my_group_fusible):
-    print("same as eager:", torch.allclose(tc.compile(block, backend="python")(*inputs), block(*inputs)))
-    yours = fuse_elementwise(before)
-print(f"{yours.count(kind='kernel')} kernels; {len(before)} nodes captured, {len(yours)} after fusion")
+try:
+    with tc.substitute(group_fusible=my_group_fusible):
+        print("same as eager:", torch.allclose(tc.compile(block, backend="python")(*inputs), block(*inputs)))
+        yours = fuse_elementwise(before)
+    print(f"{yours.count(kind='kernel')} kernels; {len(before)} nodes captured, {len(yours)} after fusion")
+except NotImplementedError:
+    print("my_group_fusible is not written yet: solve exercise 1, then run this cell again")
 
 # %% [markdown]
 # ## 5. Liveness: how long a value needs its memory
@@ -518,13 +521,16 @@ check_plan_memory(my_plan_memory, hidden=True)
 # the pipeline; the timeline is drawn from your plan.
 
 # %%
-with tc.substitute(group_fusible=my_group_fusible, storage_lifetimes=my_storage_lifetimes,
-                   plan_memory=my_plan_memory):
-    yours = tc.compile(layers, backend="python")
-    print("same as eager:", torch.allclose(yours(*big), layers(*big), atol=1e-6))
-    your_compiled = compile_graph(graph_of(layers, *big), backend="python")  # the pipeline, stage by stage
+try:
+    with tc.substitute(group_fusible=my_group_fusible, storage_lifetimes=my_storage_lifetimes,
+                       plan_memory=my_plan_memory):
+        yours = tc.compile(layers, backend="python")
+        print("same as eager:", torch.allclose(yours(*big), layers(*big), atol=1e-6))
+        your_compiled = compile_graph(graph_of(layers, *big), backend="python")  # the pipeline, stage by stage
     print(your_compiled.plan.summary())
     plot_timeline(your_compiled.optimized, your_compiled.plan, "the same model, with your three stages")
+except NotImplementedError:
+    print("one of the three exercises is not written yet: solve them all, then run this cell again")
 
 # %% [markdown]
 # ## Common mistakes
