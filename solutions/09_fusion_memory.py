@@ -91,7 +91,7 @@ def chain(x):
     return torch.abs(y) * 3.0 + 2.0
 
 
-n = 1 << 21
+n = 1 << 23                               # 32 MiB of float32: more than the processor's caches hold
 x = torch.randn(n)
 compiled_chain = tc.compile(chain)        # the default backend on CPU: a C kernel with OpenMP
 start = time.perf_counter()
@@ -105,12 +105,13 @@ print(f"fused: {fused_graph.count(kind='kernel')} kernel,     {bytes_moved(fused
 print("same result as eager:", torch.allclose(compiled_chain(x), chain(x)))
 
 # %% [markdown]
-# Eight operations on 8 MiB of float32 each read 8 MiB and write 8 MiB: 128 MiB. The fused kernel
-# reads `x` once and writes the result once: 16 MiB, eight times less. Now the clocks, measured side
-# by side in the same run (the best of several runs each, because other programs share this machine):
+# Each of the eight operations reads one tensor of `n` float32 values (`4n` bytes) and writes one:
+# `8 × 8n = 64n` bytes in all. The fused kernel reads `x` once and writes the result once: `8n`
+# bytes, eight times less. Now the clocks, measured side by side in the same run (the best of
+# several runs each, because other programs share this machine):
 
 # %%
-def best_time(fn, *args, repeats=15):
+def best_time(fn, *args, repeats=5):
     """The fastest of several runs, in milliseconds (the least disturbed by other programs)."""
     fn(*args)
     times = []
@@ -135,10 +136,21 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# The measured ratio is not exactly the ratio of bytes: eager also allocates a fresh 8 MiB buffer
+# The measured ratio is not exactly the ratio of bytes: eager also allocates a fresh 32 MiB buffer
 # for every result (and the operating system must hand out its pages), and the timings of a shared
-# machine vary. But the order of magnitude follows the bytes: on chains of cheap operations, time
-# is memory traffic.
+# machine vary from run to run (run the cell again to see it). On a tensor small enough to stay in
+# the processor's cache the gap is larger still, because the fused kernel then never waits for main
+# memory (a new shape: `tc.compile` compiles once more):
+
+# %%
+small = torch.randn(1 << 18)                  # 1 MiB
+compiled_chain(small)
+eager_small, fused_small = best_time(chain, small, repeats=20), best_time(compiled_chain, small, repeats=20)
+print(f"1 MiB:  eager {eager_small:.3f} ms, fused {fused_small:.3f} ms: {eager_small / fused_small:.1f}x")
+print(f"32 MiB: eager {eager_ms:.3f} ms, fused {fused_ms:.3f} ms: {eager_ms / fused_ms:.1f}x")
+
+# %% [markdown]
+# Either way, on chains of cheap operations the time goes to moving bytes, not to arithmetic.
 #
 # ## 2. What the fusion pass makes of a graph
 #
