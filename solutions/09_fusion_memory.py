@@ -35,7 +35,6 @@ import time
 
 import matplotlib.pyplot as plt
 import torch
-import torch.nn.functional as F
 
 import tensorcraft as tc
 from grader.checks.nb09_fusion_memory import (FusionRuleBroken, check_group_fusible, check_groups,
@@ -45,8 +44,7 @@ from tensorcraft.compiler.draw import draw_graph
 from tensorcraft.compiler.passes.fusion import Group, classify, fuse_elementwise, group_fusible
 from tensorcraft.compiler.pipeline import compile_graph
 from tensorcraft.compiler.passes.memory_plan import (MemoryPlan, Slot, frees_at_last_use, is_kernel_output,
-                                                      measure_peaks, memory_timeline, plan_memory,
-                                                      storage_lifetimes)
+                                                      measure_peaks, memory_timeline, storage_lifetimes)
 
 torch.manual_seed(0)
 torch.set_num_threads(2)

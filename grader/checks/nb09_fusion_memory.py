@@ -71,7 +71,7 @@ def _eager(program: Program, inputs: tuple) -> tuple[torch.Tensor, ...]:
     return tuple(out) if isinstance(out, tuple) else (out,)
 
 
-def _compiled(program: Program, inputs: tuple, **stages: Callable) -> tuple[tuple[torch.Tensor, ...], Graph, MemoryPlan]:
+def _compiled(program: Program, inputs: tuple, **stages: Callable) -> tuple[tuple, Graph, MemoryPlan]:
     """Run ``program`` through tensorcraft.compile with ``stages`` substituted: (outputs, the optimized
     graph, its memory plan). The planner stage records what it was given and what it answered."""
     seen: dict[str, Any] = {}
@@ -209,7 +209,8 @@ def _run_with_grouping(learner: Callable, program: Program, inputs: tuple, targe
 CHAIN = Program(("return F.gelu(x * 2.0 + b) * 0.5 - 1.0",))
 OPAQUE = Program(("h = torch.tanh(x @ w + b) * 3.0", "return torch.sigmoid(h @ w) + 1.0"))
 ROWS = Program(("e = torch.exp(x - 1.0)", "s = e.sum(-1, keepdim=True)", "return e / s"))
-NORM = Program(("m = (x * 2.0).mean(-1, keepdim=True)", "d = x * 2.0 - m", "return d * torch.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5)"))
+NORM = Program(("m = (x * 2.0).mean(-1, keepdim=True)", "d = x * 2.0 - m",
+                "return d * torch.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5)"))
 CYCLE = Program(("a = torch.tanh(x + b)", "m = a @ w", "return a * m + 1.0"))
 SIDE = Program(("a = torch.tanh(x + b)", "m = a @ w", "z = a * 2.0 + 1.0", "return m, z"))
 SECOND_INPUT = Program(("t = torch.relu(y) * 2.0", "m = x @ w", "return torch.sigmoid(m + t) * 0.5"))
@@ -279,7 +280,8 @@ def random_program(g: torch.Generator, steps: int | None = None, doubles: bool =
 def _grouping_hidden(g: torch.Generator) -> list[Group]:
     return [
         Group("random programs", [_grouping_case(random_program(g), g) for _ in range(12)]),
-        Group("reductions, cycles, second inputs", [_grouping_case(p, g) for p in (ROWS, NORM, CYCLE, SIDE, SECOND_INPUT)]),
+        Group("reductions, cycles, second inputs",
+              [_grouping_case(p, g) for p in (ROWS, NORM, CYCLE, SIDE, SECOND_INPUT)]),
     ]
 
 

@@ -22,13 +22,16 @@ def test_a_correct_stage_passes_public_and_hidden(name):
 
 
 def test_the_hidden_cases_change_with_the_seed():
-    notes = lambda seed: [c.note for g in GROUP.hidden(torch.Generator().manual_seed(seed)) for c in g.cases]  # noqa: E731
+    def notes(seed):
+        return [c.note for g in GROUP.hidden(torch.Generator().manual_seed(seed)) for c in g.cases]
     assert notes(1) != notes(2)
 
 
-@pytest.mark.parametrize("name, library", [("group_fusible", lambda g: fusion.group_fusible.library(g, recompute=False)),
-                                           ("storage_lifetimes", lambda g: storage_lifetimes.library(g)),
-                                           ("plan_memory", lambda g: plan_memory.library(g))])
+@pytest.mark.parametrize("name, library", [
+    ("group_fusible", lambda g: fusion.group_fusible.library(g, recompute=False)),
+    ("storage_lifetimes", lambda g: storage_lifetimes.library(g)),
+    ("plan_memory", lambda g: plan_memory.library(g)),
+])
 def test_delegating_to_the_librarys_stage_is_refused(name, library):
     report = EXERCISES[name].run(library)
     assert report.failed and "asks you to do without" in report.failed[0].detail
