@@ -21,8 +21,10 @@ torch.fx's tracing are tripwires.
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import operator
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.fx
@@ -39,6 +41,18 @@ from tensorcraft.compiler.pipeline import compile_graph
 from .exercise import Case, Exercise, Group
 
 FX_TRACING = ("torch.fx.symbolic_trace", "torch.fx.Tracer.trace", "torch.fx._symbolic_trace.symbolic_trace")
+
+
+@contextlib.contextmanager
+def _quiet_dynamo() -> Iterator[None]:
+    """Dynamo logs advice at every graph break; the check's own report is what the learner reads."""
+    logger = logging.getLogger("torch._dynamo")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _draw(g: torch.Generator, n: int) -> int:
@@ -333,10 +347,11 @@ def dynamo_compiles(calls: list[tuple]) -> list[bool]:
 
     compiled = torch.compile(_scaled, backend=counting, dynamic=False)
     anew = []
-    for args in calls:
-        before = count[0]
-        compiled(*args)
-        anew.append(count[0] > before)
+    with _quiet_dynamo():
+        for args in calls:
+            before = count[0]
+            compiled(*args)
+            anew.append(count[0] > before)
     torch._dynamo.reset()
     return anew
 
@@ -522,7 +537,8 @@ def dynamo_breaks(name: str, x: torch.Tensor) -> bool:
     import torch._dynamo
 
     torch._dynamo.reset()
-    explanation = torch._dynamo.explain(PROGRAMS[name])(x)
+    with _quiet_dynamo():
+        explanation = torch._dynamo.explain(PROGRAMS[name])(x)
     torch._dynamo.reset()
     return explanation.graph_break_count > 0
 
