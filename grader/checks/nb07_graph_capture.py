@@ -459,7 +459,7 @@ def _random_change(g: torch.Generator, x: torch.Tensor | OnMeta, k: Any) -> tupl
 
 def _guard_hidden(g: torch.Generator) -> list[Group]:
     cases = []
-    for _ in range(8):
+    for _ in range(6):
         shape = tuple(1 + _draw(g, 4) for _ in range(1 + _draw(g, 3)))
         x = torch.randn(*shape, generator=g)
         k = (2, 3, 0.5, True)[_draw(g, 4)]
@@ -582,12 +582,15 @@ def _refusal_public() -> list[Group]:
 
 
 def _refusal_hidden(g: torch.Generator) -> list[Group]:
+    """Five programs that break and five that do not, drawn at random, on inputs of random sizes."""
+    names = []
+    for pool in (sorted(BREAKING), sorted(WHOLE)):
+        names += [pool[i] for i in torch.randperm(len(pool), generator=g)[:5].tolist()]
     cases = []
-    for name in sorted(PROGRAMS):
+    for i in torch.randperm(len(names), generator=g).tolist():
         shape = (1 + _draw(g, 5), 2 + _draw(g, 4))
-        cases.append(_refusal_case(name, torch.randn(*shape, generator=g) * (1 + _draw(g, 4))))
-    order = torch.randperm(len(cases), generator=g).tolist()
-    return [Group("every program, on inputs of random sizes", [cases[i] for i in order])]
+        cases.append(_refusal_case(names[i], torch.randn(*shape, generator=g) * (1 + _draw(g, 4))))
+    return [Group("programs drawn at random, on inputs of random sizes", cases)]
 
 
 REFUSAL = Exercise(
