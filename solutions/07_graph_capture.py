@@ -74,7 +74,8 @@ def median_seconds(fn, *args, repeat=7):
 # ## A small convolutional model
 #
 # Two convolutions, a ReLU, a SiLU written out as `x * sigmoid(x)`, a global average and a linear
-# layer. We use it in evaluation mode and without gradients (`torch.no_grad()`), as for inference.
+# layer. We use it in evaluation mode and without gradients (`torch.set_grad_enabled(False)`), as
+# for inference.
 
 # %%
 class SmallConvNet(nn.Module):
@@ -123,6 +124,7 @@ for _ in range(6):
     eager_times.append(time.perf_counter() - start)
 print("compiled, call by call (ms):", [round(1000 * t, 2) for t in compiled_times])
 print("eager,    call by call (ms):", [round(1000 * t, 2) for t in eager_times])
+print(f"first compiled call / median of the later ones: {compiled_times[0] / statistics.median(compiled_times[1:]):.0f}x")
 print("same numbers as eager:", torch.allclose(compiled(x), model(x), atol=1e-5))
 
 # %% [markdown]
@@ -155,8 +157,8 @@ for name in ("eager", "aot_eager", "inductor"):
 print(f"{'eager model':10} (no compile)          later calls {1000 * per_call['eager model']:6.2f} ms")
 
 # %% [markdown]
-# On the left, the calls one by one (a logarithmic scale: the first compiled call is hundreds or
-# thousands of times slower than the others); on the right, the price of the first call per backend.
+# On the left, the calls one by one, on a logarithmic scale (the first compiled call is slower than
+# the others by the ratio printed above); on the right, the price of the first call per backend.
 
 # %%
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4))
@@ -202,8 +204,9 @@ torch._dynamo.reset()
 _ = torch.compile(model, backend=printing_backend)(x)
 
 # %% [markdown]
-# Each line is one node: a call with its inputs, the weights read as attributes (`l_self_...`). The
-# `if`s and Python objects of `nn.Module.__call__` are gone: Dynamo ran them while recording.
+# Each line after the renaming ones is one node: a call with its inputs. The weights arrive as
+# inputs of `forward` (`L_self_modules_conv1_parameters_weight_`, ...). The `if`s and Python objects
+# of `nn.Module.__call__` are gone: Dynamo ran them while recording.
 #
 # tensorcraft's compiler has its own graph (its IR, `tensorcraft.compiler.ir.Graph`): one row per
 # node, with a kind — `placeholder` (an input), `param` (a module tensor, read by its name at every
@@ -309,8 +312,10 @@ print("is_inplace(Tensor.relu_):", is_inplace(torch.Tensor.relu_, "relu_", {}))
 #      qualified name is in `self.names`) — record a **param** node — or else a **constant**
 #      (append it to `self.constants`);
 #    - `__torch_function__`: replace the tensors in `args` and `kwargs` by their nodes
-#      (`to_nodes`), record the call with `builder.call`, then remember the node of each tensor the
-#      call produced: for an in-place call the tensor `args[0]` now has the new node;
+#      (`to_nodes(args, self.node_for)`), record the call with `builder.call`, return the result,
+#      and remember the node of each tensor the call produced: one tensor, or each tensor of a
+#      tuple (with the nodes of the `recorded` tuple); for an in-place call
+#      (`is_inplace(func, canonical_name(func), kwargs)`) the tensor `args[0]` now has the new node;
 # 3. record the output node and return `Captured(graph, None, result, constants, input_names)`,
 #    with `input_names` one name per flat input (`"arg0"`, `"arg1"`, ...).
 #
