@@ -7,7 +7,8 @@ The stages a learner may rewrite are public functions the pipeline calls, declar
 ``tensorcraft.stages.swappable``; the modules below declare them, so importing the package makes
 every name known to ``tensorcraft.substitute``:
     capture.capture, dynamo_backend.graph_from_fx      the front-ends (through builder.GraphBuilder)
-    guards.check_guards                                 is a cached entry still valid?
+    opnames.refusal                                     which calls capture must not record
+    guards.check_guards, guards.check_input             is a cached entry still valid? (per input)
     passes.*: eliminate_dead_code, fold_constants, eliminate_common_subexpressions,
               fold_conv_batchnorm (and its arithmetic, fold_conv_bn), decompose, group_fusible, fuse_elementwise
     passes.memory_plan.plan_memory                      liveness and buffer reuse

@@ -8,7 +8,8 @@
        "eager" one: later matching calls run eagerly, and explain() says why;
     4. past ``cache_limit`` entries (8, as torch.compile), a new signature runs eagerly with a warning.
 While a ``tensorcraft.substitute(...)`` block is in force the cache is neither read nor filled:
-every call captures, compiles with the substitute stages and returns what the compiled code computes;
+every call captures, compiles with the substitute stages and returns what the compiled code computes
+(except for substitutes of the guard stages, ``GUARD_STAGES``: they are the cache's lookup);
 ``.compiled`` shows that build (the most recent one, cached or not).
 
 ``compiled_module(model, compiler)`` returns the model itself under another class: an instance of
@@ -33,6 +34,8 @@ from .guards import Guards, build_guards, check_guards, plain_values
 from .pipeline import CompiledGraph, Pass, compile_graph
 
 DEFAULT_CACHE_LIMIT = 8
+# Substitutes for these stages decide cache hits themselves: the cache stays in use while they are in force.
+GUARD_STAGES = frozenset({"check_guards", "check_input"})
 
 
 @dataclass
@@ -79,7 +82,7 @@ class Compiler:
         else:
             flat, spec = pytree.tree_flatten((args, kwargs))
         training = None if self.module is None else self.module.training
-        if stages.substitutions_active():  # a learner's stage is in force: build afresh, cache nothing
+        if stages.substitutions_active(ignoring=GUARD_STAGES):  # a learner's stage is in force: build afresh, cache nothing
             return self._compile_and_run(args, kwargs, flat, spec, training, cache=False)
         failures = []
         for entry in self.entries:
