@@ -19,12 +19,14 @@ from torch import nn
 
 import tensorcraft
 from tensorcraft.compiler.capture import capture
+from tensorcraft.compiler.examples import TransformerBlock as StandIn
 from tensorcraft.compiler.ir import Graph
 from tensorcraft.compiler.passes import views as library_views
 from tensorcraft.compiler.pipeline import compile_graph
 from tensorcraft.einstein.lower import contract_pair
 
 from .exercise import Case, Exercise, Group
+from .tripwire import ForbiddenCallError
 
 FLOAT = torch.float64  # the cases' dtype: two correct orders of the same sums agree to ~1e-15 here
 
@@ -34,6 +36,8 @@ FORBIDDEN_ATTENTION = (
     "torch.nn.MultiheadAttention", "torch.nn.TransformerEncoderLayer", "torch.nn.TransformerDecoderLayer",
     "torch.einsum",
 )
+# the library's stand-in block, which the notebook runs where the learner's is not written yet
+FORBIDDEN_BLOCK = FORBIDDEN_ATTENTION + ("tensorcraft.compiler.examples.TransformerBlock",)
 # the stage's `.library` first: once the stage itself is a tripwire, its attribute is out of reach
 VIEWS_STAGE = library_views.merge_views   # what the checks run: it calls the learner's substitute
 FORBIDDEN_VIEWS = ("tensorcraft.compiler.passes.views.merge_views.library",
@@ -214,6 +218,9 @@ def reference_block(d: int, heads: int, x: torch.Tensor, seed: int) -> dict:
 
 
 def _run_learners_block(Block, d: int, heads: int, x: torch.Tensor, seed: int) -> dict:
+    if isinstance(Block, type) and issubclass(Block, StandIn):
+        raise ForbiddenCallError("your Block is built on the library's stand-in (tensorcraft.compiler.examples."
+                                 "TransformerBlock), which the exercise 'block' asks you to do without")
     model = Block(d, heads)
     if not isinstance(model, nn.Module):
         raise TypeError(f"Block(d, heads) must make a torch.nn.Module, got {type(model).__name__}")
@@ -256,7 +263,7 @@ BLOCK = Exercise(
     hint="pre-norm, twice: x = x + proj(attention(q, k, v, heads, causal=True)) with q, k, v = "
          "qkv(ln1(x)).chunk(3, dim=-1) in that order; then x = x + fc2(gelu(fc1(ln2(x)))) with the exact "
          "(erf) GELU, F.gelu's default. check_attention must pass first: the block calls your attention",
-    forbidden=FORBIDDEN_ATTENTION,
+    forbidden=FORBIDDEN_BLOCK,
     extra_hints={
         ValueError: "Block(d, heads) must hold exactly ln1, qkv, proj, ln2, fc1, fc2: nn.LayerNorm(d), "
                     "nn.Linear(d, 3 * d), nn.Linear(d, d), nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.Linear(4 * d, d)",

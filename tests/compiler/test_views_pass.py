@@ -110,3 +110,22 @@ def test_the_pass_runs_by_name_and_as_a_stage_inside_compile():
     with tc.substitute(merge_views=lambda g: calls.append(len(g)) or merge_views.library(g)):
         torch.testing.assert_close(compiled(q, k), attention_like(q, k))
     assert calls
+
+
+def test_the_example_transformer_block_equals_one_built_on_multihead_attention():
+    from tensorcraft.compiler.examples import TransformerBlock
+    torch.manual_seed(0)
+    ours, mha = TransformerBlock(16, 4).double(), torch.nn.MultiheadAttention(16, 4, batch_first=True).double()
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(ours.qkv.weight), mha.in_proj_bias.copy_(ours.qkv.bias)
+        mha.out_proj.weight.copy_(ours.proj.weight), mha.out_proj.bias.copy_(ours.proj.bias)
+    x = torch.randn(2, 7, 16, dtype=torch.float64)
+    h = ours.ln1(x)
+    y = x + mha(h, h, h, attn_mask=torch.ones(7, 7, dtype=torch.bool).triu(1), need_weights=False)[0]
+    expected = y + ours.fc2(torch.nn.functional.gelu(ours.fc1(ours.ln2(y))))
+    torch.testing.assert_close(ours(x), expected)
+    compiled = tc.compile(ours, passes=["views", "decompose", "cse", "dce", "fusion"], backend="python")
+    with torch.no_grad():
+        compiled(x)
+        torch.testing.assert_close(compiled(x), expected)
+    assert compiled.compiled.optimized.count(kind="kernel") > 0
