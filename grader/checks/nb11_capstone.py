@@ -479,7 +479,100 @@ def check_merge_views(merge_views, hidden: bool = False) -> None:
     MERGE_VIEWS.check(merge_views, hidden=hidden)
 
 
-EXERCISES = {exercise.name: exercise for exercise in (ATTENTION, BLOCK, MERGE_VIEWS)}
+# ---------------------------------------------------------------- exercise 4: make_pipeline
 
-__all__ = ["check_attention", "check_block", "check_merge_views", "EXERCISES", "view_chains",
+REFERENCE_PIPELINE = (library_views.merge_views.library, "constant_folding", "decompose", "cse", "dce", "fusion")
+
+
+def _constant_calls(graph: Graph) -> int:
+    """Calls whose value reads no input and no parameter: recomputed at every call unless folded."""
+    depends: dict = {}
+    for node in graph.nodes:
+        depends[node] = node.kind in ("placeholder", "param") or any(depends[i] for i in node.inputs)
+    return sum(1 for n in graph.nodes if n.kind == "call" and not depends[n])
+
+
+def _pipeline_facts(compiled, x: torch.Tensor, ran: Callable[[], bool]) -> dict:
+    """Compile (on the first call, lazily), run the generated code, and read the optimized graph."""
+    with torch.no_grad():
+        compiled(x)                       # the first call captures and compiles
+        outputs = compiled(x)             # this one runs the generated code
+    graph = compiled.compiled.optimized
+    return {"output": outputs, "your view pass ran": ran(), "view-of-view chains left": view_chains(graph),
+            "calls that read no input, recomputed at every call": _constant_calls(graph),
+            "softmax and layer_norm calls left whole": graph.count(op="softmax") + graph.count(op="layer_norm"),
+            "fused kernels": graph.count(kind="kernel")}
+
+
+def _stand_in(d: int, heads: int, x: torch.Tensor, seed: int) -> nn.Module:
+    torch.manual_seed(seed)
+    return StandIn(d, heads).to(dtype=x.dtype, device=x.device).eval()
+
+
+def reference_pipeline(d: int, heads: int, x: torch.Tensor, seed: int) -> dict:
+    """Eager's output; what the passes reach when each finds what it works on (the library's order)."""
+    model = _stand_in(d, heads, x, seed)
+    facts = _pipeline_facts(tensorcraft.compile(model, passes=list(REFERENCE_PIPELINE), backend="python"), x,
+                            lambda: True)
+    with torch.no_grad():
+        facts["output"] = model(x)
+    return facts
+
+
+def _compile_with_the_learners_pipeline(make_pipeline: Callable, d: int, heads: int, x: torch.Tensor, seed: int) -> dict:
+    """Compile the library's block with the passes ``make_pipeline(spy)`` lists; the spy is a correct
+    view pass that records that it ran."""
+    calls = []
+
+    def view_pass(graph: Graph) -> Graph:
+        calls.append(1)
+        return library_views.merge_views.library(graph)
+
+    passes = make_pipeline(view_pass)
+    if not isinstance(passes, (list, tuple)):
+        raise TypeError(f"make_pipeline must return a list of passes, got {type(passes).__name__}")
+    compiled = tensorcraft.compile(_stand_in(d, heads, x, seed), passes=list(passes), backend="python")
+    return _pipeline_facts(compiled, x, lambda: bool(calls))
+
+
+def _pipeline_case(g: torch.Generator, d: int, heads: int, b: int, t: int) -> Case:
+    return Case((d, heads, torch.randn(b, t, d, generator=g, dtype=FLOAT), _draw(g, 0, 10_000)),
+                f"the block ({d=}, {heads=}) on x of shape {(b, t, d)}, inference")
+
+
+def _pipeline_public() -> list[Group]:
+    g = torch.Generator().manual_seed(1112)
+    return [Group("the block compiled with your pipeline", [_pipeline_case(g, 8, 2, 2, 5)])]
+
+
+def _pipeline_hidden(g: torch.Generator) -> list[Group]:
+    cases = []
+    for _ in range(2):
+        heads = _draw(g, 1, 3)
+        cases.append(_pipeline_case(g, heads * _draw(g, 1, 4), heads, _draw(g, 1, 3), _draw(g, 2, 6)))
+    return [Group("the block at random sizes", cases)]
+
+
+MAKE_PIPELINE = Exercise(
+    id="nb11_capstone.make_pipeline",
+    reference=reference_pipeline,
+    public=_pipeline_public,
+    hidden=_pipeline_hidden,
+    hint="return [view_pass, 'constant_folding', 'decompose', 'cse', 'dce', 'fusion']: the view pass you are "
+         "given (not the name 'views'), constant folding for the mask, decompose before fusion so that fusion "
+         "sees the elementwise ops of softmax and layer norm, and fusion last",
+    extra_hints={ValueError: "a name in your list is not a pass: the names are 'conv_bn', 'constant_folding', "
+                             "'decompose', 'views', 'cse', 'dce', 'fusion'"},
+    call=_compile_with_the_learners_pipeline,
+)
+
+
+def check_make_pipeline(make_pipeline, hidden: bool = False) -> None:
+    """Check ``make_pipeline(view_pass) -> list``: the block compiled with it equals eager, and every pass did its part."""
+    MAKE_PIPELINE.check(make_pipeline, hidden=hidden)
+
+
+EXERCISES = {exercise.name: exercise for exercise in (ATTENTION, BLOCK, MERGE_VIEWS, MAKE_PIPELINE)}
+
+__all__ = ["check_attention", "check_block", "check_merge_views", "check_make_pipeline", "EXERCISES", "view_chains",
            "reference_attention", "TorchBlock", "einsum_block"]

@@ -15,6 +15,7 @@ from . import mutant
 ATTENTION = "nb11_capstone.attention"
 BLOCK = "nb11_capstone.block"
 MERGE_VIEWS = "nb11_capstone.merge_views"
+MAKE_PIPELINE = "nb11_capstone.make_pipeline"
 
 
 # ---------------------------------------------------------------- attention
@@ -257,3 +258,40 @@ def merge_views_mixes_reshape_and_permute(graph):
         "no permute a permute, when it is done; you merged the reshapes only")
 def merge_views_reshapes_only(graph):
     return _merge_views(graph, families=(("reshape", "view"),))
+
+
+# ---------------------------------------------------------------- make_pipeline
+
+
+@mutant(MAKE_PIPELINE, hint="no fused kernel: fusion fuses only the elementwise ops it sees, so 'decompose' must "
+        "come BEFORE 'fusion' (and 'fusion' must be in the list), or softmax and layer norm stay whole torch calls")
+def pipeline_fuses_before_decomposing(view_pass):
+    return [view_pass, "constant_folding", "cse", "dce", "fusion", "decompose"]
+
+
+@mutant(MAKE_PIPELINE, hint="the causal mask (ones, then triu) reads no input: 'constant_folding' computes it "
+        "once at compile time instead of at every call")
+def pipeline_without_constant_folding(view_pass):
+    return [view_pass, "decompose", "cse", "dce", "fusion"]
+
+
+@mutant(MAKE_PIPELINE, hint="without 'decompose', softmax and layer norm stay whole and nothing is fused")
+def pipeline_without_decompose(view_pass):
+    return [view_pass, "constant_folding", "cse", "dce", "fusion"]
+
+
+@mutant(MAKE_PIPELINE, hint="put the view pass you are given in the list (the function itself): the name "
+        "'views' runs the library's pass, not yours")
+def pipeline_with_the_librarys_view_pass(view_pass):
+    return ["views", "constant_folding", "decompose", "cse", "dce", "fusion"]
+
+
+@mutant(MAKE_PIPELINE, hint="the pipeline must run the view pass it is given: views of views are left otherwise")
+def pipeline_without_view_pass(view_pass):
+    return ["constant_folding", "decompose", "cse", "dce", "fusion"]
+
+
+@mutant(MAKE_PIPELINE, hint="no fused kernel: end with 'fusion', which turns the decomposed elementwise ops into "
+        "kernels")
+def pipeline_without_fusion(view_pass):
+    return [view_pass, "constant_folding", "decompose", "cse", "dce"]

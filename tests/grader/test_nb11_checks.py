@@ -123,3 +123,12 @@ def test_the_learners_pass_runs_inside_the_pipeline_on_a_graph_with_chains():
     for ours, eager in zip(got["outputs"], PROGRAMS["reshape_chains"](x)):
         torch.testing.assert_close(ours, eager)
     assert got["view-of-view chains left after your pass"] == 0
+
+
+def test_a_pipeline_in_another_working_order_passes_and_the_view_pass_must_be_the_one_given():
+    make_pipeline = EXERCISES["make_pipeline"]
+    assert not make_pipeline.run(lambda view_pass: ["constant_folding", view_pass, "decompose", "dce", "cse",
+                                                    "fusion"]).failed
+    report = make_pipeline.run(lambda view_pass: [library_merge_views, "constant_folding", "decompose", "cse",
+                                                  "dce", "fusion"])
+    assert report.failed and "your view pass ran: expected True, got False" in report.failed[0].detail
