@@ -247,12 +247,14 @@ def _block_public() -> list[Group]:
     ]
 
 
+def _random_block_sizes(g: torch.Generator, shortest: int) -> tuple[int, int, int, int]:
+    """(d, heads, batch, tokens): 1-3 heads of 1-4 features, 1-3 sequences of ``shortest``-6 tokens."""
+    heads = _draw(g, 1, 3)
+    return heads * _draw(g, 1, 4), heads, _draw(g, 1, 3), _draw(g, shortest, 6)
+
+
 def _block_hidden(g: torch.Generator) -> list[Group]:
-    cases = []
-    for _ in range(4):
-        heads = _draw(g, 1, 3)
-        cases.append(_block_case(g, heads * _draw(g, 1, 4), heads, _draw(g, 1, 3), _draw(g, 1, 6)))
-    return [Group("random sizes", cases)]
+    return [Group("random sizes", [_block_case(g, *_random_block_sizes(g, 1)) for _ in range(4)])]
 
 
 BLOCK = Exercise(
@@ -546,11 +548,7 @@ def _pipeline_public() -> list[Group]:
 
 
 def _pipeline_hidden(g: torch.Generator) -> list[Group]:
-    cases = []
-    for _ in range(2):
-        heads = _draw(g, 1, 3)
-        cases.append(_pipeline_case(g, heads * _draw(g, 1, 4), heads, _draw(g, 1, 3), _draw(g, 2, 6)))
-    return [Group("the block at random sizes", cases)]
+    return [Group("the block at random sizes", [_pipeline_case(g, *_random_block_sizes(g, 2)) for _ in range(2)])]
 
 
 MAKE_PIPELINE = Exercise(
