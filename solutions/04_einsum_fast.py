@@ -121,8 +121,11 @@ print(plan_pair("bhqd", (2, 4, 8, 16), "bhkd", (2, 4, 8, 16), keep="bhqk", resul
 # `tc.substitute(contract_pair=...)`, once per pair of operands) and compares the result with
 # `torch.einsum`: matrix products, batch labels, labels kept from one operand only, nothing
 # summed, everything summed, output orders that need a final permute, three operands, float32,
-# float64 and int64. A group with no labels (a batch of dot products has no left or right labels)
-# has size 1: `math.prod([])` is 1.
+# float64 and int64 (int64 on the CPU only: CUDA has no integer matrix product). It also counts
+# the matrix products each call makes: exactly one (`torch.bmm`, `@`, `torch.matmul` or
+# `torch.mm`); multiplying broadcast tensors and summing gives the numbers, but fails the check.
+# A group with no labels (a batch of dot products has no left or right labels) has size 1:
+# `math.prod([])` is 1.
 
 # %% nbgrader={"grade": false, "grade_id": "contract_pair", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def contract_pair(a, a_labels, b, b_labels, out_labels):
@@ -231,8 +234,9 @@ print(info)
 # - `output`: the set of output labels; `sizes`: a dict, label → size;
 # - `path`: a list of tuples of positions, in the format above (a step may take one, two or
 #   more operands);
-# - return the total cost of the path as an `int`, with opt_einsum's count: for each step, the
-#   size of its index space times (max(1, k − 1) + 1 if it sums a label, else max(1, k − 1)).
+# - return the total cost of the path as a Python `int` (a float fails the check), with
+#   opt_einsum's count: for each step, the size of its index space times
+#   (max(1, k − 1) + 1 if it sums a label, else max(1, k − 1)).
 #
 # A step's result keeps the labels that the output or some operand left over has; it goes to the
 # end of the list. Allowed: sets, `math.prod`, plain Python. Forbidden: `opt_einsum.contract_path`,
