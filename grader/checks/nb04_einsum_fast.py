@@ -345,6 +345,10 @@ def _greedy_public() -> list[Group]:
             Case(("bd,cefz,adefg,a,bcg->z", ((20, 50), (50, 20, 20, 20), (10, 50, 20, 20, 50), (10,), (20, 50, 50))),
                  "large inputs, small results"),
         ]),
+        Group("a label on three operands stays until the last of them is contracted", [
+            Case(("c,cd,ce->d", ((30,), (30, 30), (30, 10))), "c on three operands"),
+            Case(("bd,ad,cd->b", ((30, 2), (100, 2), (2, 2))), "d on three operands"),
+        ]),
     ]
 
 

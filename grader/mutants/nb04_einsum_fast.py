@@ -206,7 +206,7 @@ def path_flops_result_in_front(inputs, output, sizes, path):
 
 
 def _greedy(inputs, output, sizes, score, shared_only=True, result_to_front=False, original_positions=False,
-            keep_everything=False):
+            keep_everything=False, drop_shared=False):
     current = [set(s) for s in inputs]
     output = set(output)
     ids = list(range(len(current)))
@@ -217,6 +217,8 @@ def _greedy(inputs, output, sizes, score, shared_only=True, result_to_front=Fals
     def result_of(i, j):
         if keep_everything:
             return current[i] | current[j]
+        if drop_shared:  # every label the pair shares is gone, unless the output has it
+            return (current[i] ^ current[j]) | (current[i] & current[j] & output)
         rest = [s for p, s in enumerate(current) if p not in (i, j)]
         return (current[i] | current[j]) & output.union(*rest)
 
@@ -248,6 +250,13 @@ def _greedy(inputs, output, sizes, score, shared_only=True, result_to_front=Fals
         "label, nor count in the sizes")
 def greedy_results_keep_summed_labels(inputs, output, sizes):
     return _greedy(inputs, output, sizes, lambda r, a, b: r - a - b, keep_everything=True)
+
+
+@mutant("nb04_einsum_fast.greedy_path", hint="a label the pair shares stays in the result while another "
+        "remaining operand has it (a label on three operands is summed only when the last of them is "
+        "contracted): the result keeps the labels that the output or any other remaining operand has")
+def greedy_results_drop_shared_labels(inputs, output, sizes):
+    return _greedy(inputs, output, sizes, lambda r, a, b: r - a - b, drop_shared=True)
 
 
 @mutant("nb04_einsum_fast.greedy_path", hint="choose the pair by its result, not by its inputs: the smallest "
