@@ -175,11 +175,38 @@ except NotImplementedError:
 # %% [markdown]
 # ## When `@` beats einsum
 #
-# For one matrix product, `torch.einsum("ij,jk->ik", a, b)` and `a @ b` end in the same matrix
-# multiplication kernel. What einsum adds is work on the equation: reading the string, matching
-# labels to dimensions, deciding the permutes. That costs microseconds, whatever the sizes. On
-# tiny matrices, where the product itself takes about as long, `@` is clearly faster; on large
-# ones the same few microseconds vanish next to the product. Measured here (the best of 15 short batches;
+# For one matrix product, `torch.einsum("ij,jk->ik", a, b)` and `a @ b` do the same
+# multiplications in a matrix-product kernel: `@` calls `mm`; einsum, after a few permutes and
+# views that copy nothing, calls `bmm` with a batch of one. A `TorchDispatchMode` (the hook
+# torch's own tracing tools use) lists the operations each one runs:
+
+# %%
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+
+class ListOps(TorchDispatchMode):
+    """Record the name of every aten operation run inside the `with` block."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func.__name__.removesuffix(".default"))
+        return func(*args, **(kwargs or {}))
+
+
+a, b = torch.randn(64, 64), torch.randn(64, 64)
+for name, product in [("torch.einsum", lambda: torch.einsum("ij,jk->ik", a, b)), ("a @ b", lambda: a @ b)]:
+    with ListOps() as listed:
+        product()
+    print(f"{name:<13} {', '.join(listed.ops)}")
+
+# %% [markdown]
+# What einsum adds is work on the equation: reading the string, matching labels to dimensions,
+# deciding the permutes. That costs microseconds, whatever the sizes. On tiny matrices, where
+# the product itself takes about as long, `@` is clearly faster; on large ones the same few
+# microseconds vanish next to the product. Measured here (the best of 15 short batches;
 # on a shared machine the numbers move, the ratios less):
 
 # %%
