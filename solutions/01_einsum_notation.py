@@ -342,7 +342,8 @@ except RuntimeError as error:
 # Write `equations()`, which returns a dict from each operation's name to an einsum equation
 # (a string, with `->`) that computes it. The check runs each of your equations through both
 # `tc.einsum` and `torch.einsum` on operands of random shapes, in which every axis has a length
-# of its own, and compares the result with the direct torch operation below. A result with the
+# of its own (except in `quadratic_forms`, whose `M` is square), and compares the result with the
+# direct torch operation below. A result with the
 # right numbers in the wrong places fails, and the hint says how (for instance, "your result is
 # the transpose of the expected one").
 #

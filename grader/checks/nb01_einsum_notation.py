@@ -58,7 +58,8 @@ OPERATIONS: dict[str, tuple[str, tuple[str, ...], Callable[..., torch.Tensor]]] 
                         lambda a, b: (a @ b).sum(dim=0)),
     "attention_output": ("weights @ v: weights (b, h, q, k), values (b, h, k, d) to (b, h, q, d)",
                          ("bhqk", "bhkd"), lambda w, v: w @ v),
-    "quadratic_forms": ("((X @ A) * X).sum(dim=1): x^T A x for each row x of X (b, i), A (i, i)", ("bi", "ij", "bj"),
+    "quadratic_forms": ("((X @ M) * X).sum(dim=1): x^T M x for each row x of X (b, i), M (i, j) square",
+                        ("bi", "ij", "bj"),
                         lambda x, a, y: ((x @ a) * y).sum(dim=1)),
 }
 # quadratic_forms passes X twice (as the first and third operand), so that any letters work
@@ -181,7 +182,8 @@ def _output_shape_public() -> list[Group]:
         Group("sums: letters left out of the output", [_shape_case(e, g) for e in ("ij->", "ij->j", "bij,bjk->")]),
         Group("a letter repeated inside one operand", [_shape_case(e, g) for e in ("ii->i", "bii->b", "iij->ji")]),
         Group("three operands; spaces", [_shape_case("ab,bc,cd->da", g), _shape_case("bhqd,bhkd->bhqk", g, spaced=True)]),
-        Group("uppercase and lowercase letters are different letters", [_shape_case(e, g) for e in ("bB,Bc->cb", "aA->Aa")]),
+        Group("uppercase and lowercase letters are different letters",
+              [_shape_case(e, g) for e in ("bB,Bc->cb", "aA->Aa")]),
     ]
 
 

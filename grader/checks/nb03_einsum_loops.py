@@ -73,7 +73,8 @@ def empty_dimension_case(g: torch.Generator) -> tuple[str, list[tuple[int, ...]]
     terms = [a + shared if _pick(g, [True, False]) else shared + a, shared + b]
     empty = _pick(g, [0, 1])
     sizes = {a: _pick(g, [1, 2, 3]), b: _pick(g, [1, 2, 3])}
-    shapes = [tuple((0 if n == empty else 1) if c == shared else sizes[c] for c in term) for n, term in enumerate(terms)]
+    shapes = [tuple((0 if n == empty else 1) if c == shared else sizes[c] for c in term)
+              for n, term in enumerate(terms)]
     kept = [c for c in (a, shared, b) if _pick(g, [True, True, False])]
     output = "".join(kept[i] for i in torch.randperm(len(kept), generator=g).tolist())
     return ",".join(terms) + "->" + output, shapes

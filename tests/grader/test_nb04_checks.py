@@ -115,6 +115,7 @@ def test_a_flop_count_must_be_an_int():
 
 
 def test_a_greedy_result_that_drops_a_label_another_operand_needs_fails():
-    drops = next(m for m in mutants_for("nb04_einsum_fast.greedy_path") if m.name == "greedy_results_drop_shared_labels")
+    drops = next(m for m in mutants_for("nb04_einsum_fast.greedy_path")
+                 if m.name == "greedy_results_drop_shared_labels")
     report = nb04.GREEDY_PATH.run(drops.fn, cuda_available=False)
     assert [o.title for o in report.failed] == ["a label on three operands stays until the last of them is contracted"]
