@@ -342,7 +342,8 @@ except RuntimeError as error:
 # Write `equations()`, which returns a dict from each operation's name to an einsum equation
 # (a string, with `->`) that computes it. The check runs each of your equations through both
 # `tc.einsum` and `torch.einsum` on operands of random shapes, in which every axis has a length
-# of its own, and compares the result with the direct torch operation below. A result with the
+# of its own (except in `quadratic_forms`, whose `M` is square), and compares the result with the
+# direct torch operation below. A result with the
 # right numbers in the wrong places fails, and the hint says how (for instance, "your result is
 # the transpose of the expected one").
 #
@@ -359,8 +360,10 @@ except RuntimeError as error:
 # | `attention_output` | `w` (b, h, q, k), `v` (b, h, k, d) | `w @ v` |
 # | `quadratic_forms` | `X` (b, i), `M` (i, j), `X` again (b, j) | `((X @ M) * X).sum(dim=1)` |
 #
-# The letters in the table are a suggestion; any letters that give the same result pass.
-# Only the strings matter: your function returns them and computes nothing.
+# The letters in the table are a suggestion; any letters that give the same result pass. Every
+# equation must contain `->` (an equation without it fails the check, even where implicit mode
+# would happen to give the right result). Only the strings matter: your function returns them
+# and computes nothing.
 
 # %% nbgrader={"grade": false, "grade_id": "equations", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def equations():
@@ -400,13 +403,13 @@ check_equations(equations, hidden=True)
 # ## Exercise 2 — predict the output shape (2 points)
 #
 # Write `output_shape(equation, *shapes)`, which returns the shape of
-# `torch.einsum(equation, *operands)` for operands of the given shapes, as a tuple of ints,
-# without computing anything. For example `output_shape("ij,jk->ki", (2, 3), (3, 4))` is `(4, 2)`.
+# `torch.einsum(equation, *operands)` for operands of the given shapes, as a tuple of Python
+# ints (a list fails the check), without computing anything. For example `output_shape("ij,jk->ki", (2, 3), (3, 4))` is `(4, 2)`.
 #
 # The equations are explicit (they contain `->`), have no `...`, may contain spaces between
 # letters, and may repeat a letter inside one operand (`'ii->i'`); a letter has the same length
-# everywhere it appears. The result has one axis per letter after `->`, in that order, each as
-# long as the axes that letter names in the inputs.
+# everywhere it appears; `b` and `B` are two different letters. The result has one axis per
+# letter after `->`, in that order, each as long as the axes that letter names in the inputs.
 #
 # Allowed: string methods, loops, dicts. Forbidden: `torch.einsum`, `numpy.einsum`,
 # `tc.einsum`, the library's `parse_equation` and `opt_einsum.contract` (they would compute
@@ -463,7 +466,8 @@ check_output_shape(output_shape, hidden=True)
 # Write `attention(q, k, v)` with einsum for both products (`torch.einsum` or `tc.einsum`) and
 # `torch.softmax(x, dim=...)` for the softmax. It must equal
 # `torch.nn.functional.scaled_dot_product_attention(q, k, v)`, which is forbidden here, and so
-# are `@`, `torch.matmul` and `Tensor.matmul`.
+# are `@`, `torch.matmul` and `Tensor.matmul`. The check counts your einsum calls: computing a
+# product another way (`torch.bmm`, or multiplying and `.sum`) fails it.
 
 # %% nbgrader={"grade": false, "grade_id": "attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def attention(q, k, v):

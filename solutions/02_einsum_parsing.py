@@ -336,6 +336,16 @@ print("shape", tuple(result.shape), "; equals A1.expand(2, 4) @ B1:", torch.allc
 run("ij,jk", (2, 3), (4, 5))
 
 # %% [markdown]
+# The size that is not 1 wins even when it is 0: an empty dimension against a length of 1 gives
+# an empty `j` (the output `'->j'` shows its length), and a sum over it is 0. Against any other
+# length, 0 is an error.
+
+# %%
+run("ij,jk->j", (2, 0), (1, 3))
+print("'ij,jk->ik' sums over an empty j:", torch.einsum("ij,jk->ik", torch.ones(2, 0), torch.ones(1, 3)))
+run("ij,jk", (2, 0), (3, 3))
+
+# %% [markdown]
 # ## The ellipsis
 #
 # `...` names all the dimensions a term's letters do not name, possibly none. `'...ij,...jk->...ik'`
@@ -441,8 +451,9 @@ check_validate_equation(validate_equation, hidden=True)
 #
 # Write `label_sizes(equation: str, *shapes) -> dict[str, int]`: for an equation without `...`
 # (it may have spaces and an output), return each letter of the inputs with its length after
-# broadcasting, e.g. `label_sizes("ij,jk", (2, 1), (4, 5)) == {"i": 2, "j": 4, "k": 5}`.
-# Raise `ValueError` where torch raises for these shapes:
+# broadcasting, e.g. `label_sizes("ij,jk", (2, 1), (4, 5)) == {"i": 2, "j": 4, "k": 5}`. The size
+# that is not 1 wins even when it is 0 (an empty dimension): `label_sizes("ij,jk", (2, 0), (1, 3))`
+# gives `j` = 0. Raise `ValueError` (not torch's `RuntimeError`) where torch raises for these shapes:
 #
 # - an operand with more or fewer dimensions than its term has letters;
 # - a letter repeated inside one term whose axes there differ in length (1 does not broadcast

@@ -205,7 +205,8 @@ print(torch.equal(wrong, 3 * torch.einsum("bik,bkk->bik", Ab, Bb)))
 #   dimension per output letter, in the written order) and the operands' dtype (int64 stays
 #   int64), on the operands' device.
 # - A letter's size is its size in the operands; where one operand has size 1 and another a
-#   larger size, the larger size wins and the size-1 dimension is read at index 0.
+#   different size, the size that is not 1 wins, even 0 (an empty dimension, as notebook 02
+#   shows), and the size-1 dimension is read at index 0.
 #
 # **Allowed:** Python loops (`itertools.product` too), reading and writing single entries by
 # indexing, `+` and `*` (and `+=`), Python's `sum`, and `torch.zeros` to create the result.

@@ -121,8 +121,11 @@ print(plan_pair("bhqd", (2, 4, 8, 16), "bhkd", (2, 4, 8, 16), keep="bhqk", resul
 # `tc.substitute(contract_pair=...)`, once per pair of operands) and compares the result with
 # `torch.einsum`: matrix products, batch labels, labels kept from one operand only, nothing
 # summed, everything summed, output orders that need a final permute, three operands, float32,
-# float64 and int64. A group with no labels (a batch of dot products has no left or right labels)
-# has size 1: `math.prod([])` is 1.
+# float64 and int64 (int64 on the CPU only: CUDA has no integer matrix product). It also counts
+# the matrix products each call makes: exactly one (`torch.bmm`, `@`, `torch.matmul` or
+# `torch.mm`); multiplying broadcast tensors and summing gives the numbers, but fails the check.
+# A group with no labels (a batch of dot products has no left or right labels) has size 1:
+# `math.prod([])` is 1.
 
 # %% nbgrader={"grade": false, "grade_id": "contract_pair", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def contract_pair(a, a_labels, b, b_labels, out_labels):
@@ -172,11 +175,38 @@ except NotImplementedError:
 # %% [markdown]
 # ## When `@` beats einsum
 #
-# For one matrix product, `torch.einsum("ij,jk->ik", a, b)` and `a @ b` end in the same matrix
-# multiplication kernel. What einsum adds is work on the equation: reading the string, matching
-# labels to dimensions, deciding the permutes. That costs microseconds, whatever the sizes. On
-# tiny matrices, where the product itself takes about as long, `@` is clearly faster; on large
-# ones the same few microseconds vanish next to the product. Measured here (the best of 15 short batches;
+# For one matrix product, `torch.einsum("ij,jk->ik", a, b)` and `a @ b` do the same
+# multiplications in a matrix-product kernel: `@` calls `mm`; einsum, after a few permutes and
+# views that copy nothing, calls `bmm` with a batch of one. A `TorchDispatchMode` (the hook
+# torch's own tracing tools use) lists the operations each one runs:
+
+# %%
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+
+class ListOps(TorchDispatchMode):
+    """Record the name of every aten operation run inside the `with` block."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func.__name__.removesuffix(".default"))
+        return func(*args, **(kwargs or {}))
+
+
+a, b = torch.randn(64, 64), torch.randn(64, 64)
+for name, product in [("torch.einsum", lambda: torch.einsum("ij,jk->ik", a, b)), ("a @ b", lambda: a @ b)]:
+    with ListOps() as listed:
+        product()
+    print(f"{name:<13} {', '.join(listed.ops)}")
+
+# %% [markdown]
+# What einsum adds is work on the equation: reading the string, matching labels to dimensions,
+# deciding the permutes. That costs microseconds, whatever the sizes. On tiny matrices, where
+# the product itself takes about as long, `@` is clearly faster; on large ones the same few
+# microseconds vanish next to the product. Measured here (the best of 15 short batches;
 # on a shared machine the numbers move, the ratios less):
 
 # %%
@@ -231,8 +261,9 @@ print(info)
 # - `output`: the set of output labels; `sizes`: a dict, label → size;
 # - `path`: a list of tuples of positions, in the format above (a step may take one, two or
 #   more operands);
-# - return the total cost of the path as an `int`, with opt_einsum's count: for each step, the
-#   size of its index space times (max(1, k − 1) + 1 if it sums a label, else max(1, k − 1)).
+# - return the total cost of the path as a Python `int` (a float fails the check), with
+#   opt_einsum's count: for each step, the size of its index space times
+#   (max(1, k − 1) + 1 if it sums a label, else max(1, k − 1)).
 #
 # A step's result keeps the labels that the output or some operand left over has; it goes to the
 # end of the list. Allowed: sets, `math.prod`, plain Python. Forbidden: `opt_einsum.contract_path`,

@@ -459,11 +459,12 @@ print("same output as einops' layers:", torch.allclose(patch_model(x_bchw), eino
 # 3. global average pooling: the mean over `h` and `w`, giving `(b, hidden)`;
 # 4. `nn.Linear(hidden, classes)`.
 #
-# Write both poolings as `Reduce` layers (tensorcraft's, imported above, or einops'). The check
+# Write both poolings as `Reduce` layers (tensorcraft's, imported above, or einops'); the check
+# counts them, so a module of your own that calls `x.mean` fails it. The check
 # gives your model the reference model's weights — in the order `model.parameters()` lists them:
 # conv weight, conv bias, linear weight, linear bias — and compares the outputs.
 # **Forbidden**: torch's pooling modules and functions (`nn.MaxPool2d`, `nn.AdaptiveAvgPool2d`,
-# `F.max_pool2d`...) and `nn.Flatten`.
+# `F.max_pool2d`, `torch.max_pool2d`...) and `nn.Flatten`.
 
 # %% nbgrader={"grade": false, "grade_id": "make_head", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def make_head(channels, hidden, classes):

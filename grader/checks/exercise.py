@@ -51,6 +51,7 @@ def call_directly(learner_fn: Callable[..., Any], *args: Any) -> Any:
 class Group:
     title: str                   # e.g. "vectors of different lengths"
     cases: list[Case]
+    cpu_only: bool = False       # cases no CUDA kernel exists for (an integer matrix product): not run on CUDA
 
 
 @dataclass
@@ -92,6 +93,8 @@ class Exercise:
         report = CheckReport(f"check_{self.name}", hidden=hidden, seed=seed)
         for device in [d for d in devices(cuda_available) if self.cuda or d.name == "cpu"]:
             for group in groups:
+                if group.cpu_only and device.name != "cpu":
+                    continue
                 if not device.available:
                     report.outcomes.append(GroupOutcome(device.name, group.title, len(group.cases), PENDING,
                                                        f"pending: {device.reason}"))

@@ -12,8 +12,10 @@ import torch
 
 import tensorcraft.einstein.api as einstein_api
 
-from .compare import mismatch
+from .compare import describe, mismatch
 from .exercise import Case, Exercise, Group
+from .spy import counting
+from .tripwire import ForbiddenCallError
 
 # Captured at import, so that tripwires set while a learner's code runs do not reach our own use.
 _torch_einsum = torch.einsum
@@ -56,7 +58,8 @@ OPERATIONS: dict[str, tuple[str, tuple[str, ...], Callable[..., torch.Tensor]]] 
                         lambda a, b: (a @ b).sum(dim=0)),
     "attention_output": ("weights @ v: weights (b, h, q, k), values (b, h, k, d) to (b, h, q, d)",
                          ("bhqk", "bhkd"), lambda w, v: w @ v),
-    "quadratic_forms": ("((X @ A) * X).sum(dim=1): x^T A x for each row x of X (b, i), A (i, i)", ("bi", "ij", "bj"),
+    "quadratic_forms": ("((X @ M) * X).sum(dim=1): x^T M x for each row x of X (b, i), M (i, j) square",
+                        ("bi", "ij", "bj"),
                         lambda x, a, y: ((x @ a) * y).sum(dim=1)),
 }
 # quadratic_forms passes X twice (as the first and third operand), so that any letters work
@@ -81,6 +84,10 @@ def _equations_reference(name: str, *operands: torch.Tensor) -> torch.Tensor:
     return OPERATIONS[name][2](*operands)
 
 
+class NoArrowError(ValueError):
+    """An equation without '->': the statement asks for the output written out."""
+
+
 def run_equation(learner_fn: Callable[[], dict[str, str]], name: str, *operands: torch.Tensor) -> torch.Tensor:
     """Look up the learner's equation for ``name`` and run it through tc.einsum and torch.einsum."""
     table = learner_fn()
@@ -91,6 +98,8 @@ def run_equation(learner_fn: Callable[[], dict[str, str]], name: str, *operands:
     equation = table[name]
     if not isinstance(equation, str):
         raise TypeError(f"equations()[{name!r}] must be an equation string, got {type(equation).__name__}")
+    if "->" not in equation:
+        raise NoArrowError(f"equations()[{name!r}] is {equation!r}, with no '->': write the output after '->'")
     theirs = _torch_einsum(equation, *operands)
     ours = _tc_einsum(equation, *operands)
     problem = mismatch(theirs, ours)
@@ -118,6 +127,8 @@ EQUATIONS = Exercise(
          "axes in order; a letter left out after '->' is summed over",
     call=run_equation,
     extra_hints={
+        NoArrowError: "write every equation with '->' and the result's letters after it: implicit mode chooses "
+                      "the output by its own rule (notebook 02), which is right here only by luck",
         KeyError: "return a dict with one entry per operation, under the names of the statement",
         RuntimeError: "einsum rejected the equation: give each operand one letter per axis, in order, and use "
                       "one letter for axes of the same length that must match (see the shapes in the statement)",
@@ -132,6 +143,18 @@ def check_equations(equations, hidden: bool = False) -> None:
 
 
 # ---------------------------------------------------------------- exercise 2: predict the output shape
+
+
+class NotAShapeError(TypeError):
+    """output_shape returned something other than a tuple of ints."""
+
+
+def run_output_shape(learner_fn: Callable[..., tuple[int, ...]], equation: str, *shapes: tuple[int, ...]) -> tuple:
+    """The learner's answer, which must be what the statement asks for: a tuple of Python ints."""
+    answer = learner_fn(equation, *shapes)
+    if not (isinstance(answer, tuple) and all(type(n) is int for n in answer)):
+        raise NotAShapeError(f"output_shape returned {describe(answer)}; it must return a tuple of ints")
+    return answer
 
 
 def _output_shape_reference(equation: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -159,11 +182,13 @@ def _output_shape_public() -> list[Group]:
         Group("sums: letters left out of the output", [_shape_case(e, g) for e in ("ij->", "ij->j", "bij,bjk->")]),
         Group("a letter repeated inside one operand", [_shape_case(e, g) for e in ("ii->i", "bii->b", "iij->ji")]),
         Group("three operands; spaces", [_shape_case("ab,bc,cd->da", g), _shape_case("bhqd,bhkd->bhqk", g, spaced=True)]),
+        Group("uppercase and lowercase letters are different letters",
+              [_shape_case(e, g) for e in ("bB,Bc->cb", "aA->Aa")]),
     ]
 
 
-def _random_explicit_equation(g: torch.Generator) -> str:
-    pool = list("abcdijkBCX")
+def _random_explicit_equation(g: torch.Generator, pool: str = "abcdijkBCX") -> str:
+    pool = list(pool)
     chosen = [pool[i] for i in torch.randperm(len(pool), generator=g)[: int(torch.randint(2, 6, (1,), generator=g))]]
     terms = []
     for _ in range(int(torch.randint(1, 4, (1,), generator=g))):
@@ -178,7 +203,9 @@ def _random_explicit_equation(g: torch.Generator) -> str:
 def _output_shape_hidden(g: torch.Generator) -> list[Group]:
     return [Group("random explicit equations", [_shape_case(_random_explicit_equation(g), g) for _ in range(8)]),
             Group("random explicit equations with spaces",
-                  [_shape_case(_random_explicit_equation(g), g, spaced=True) for _ in range(4)])]
+                  [_shape_case(_random_explicit_equation(g), g, spaced=True) for _ in range(4)]),
+            Group("random explicit equations with b and B, c and C",
+                  [_shape_case(_random_explicit_equation(g, pool="bBcC"), g) for _ in range(4)])]
 
 
 OUTPUT_SHAPE = Exercise(
@@ -189,8 +216,11 @@ OUTPUT_SHAPE = Exercise(
     hint="the result has one axis per letter after '->', in that order, each as long as the axes that "
          "letter names in the inputs",
     forbidden=EINSUM_NAMES,
-    extra_hints={KeyError: "every letter after '->' names an axis of some input: find its size there "
+    extra_hints={NotAShapeError: "return a tuple of Python ints, such as (4, 2): tuple(...) of a list, "
+                                 "and int(...) of anything that is no int",
+                 KeyError: "every letter after '->' names an axis of some input: find its size there "
                            "(and remove spaces before reading the letters)"},
+    call=run_output_shape,
 )
 
 
@@ -200,6 +230,29 @@ def check_output_shape(output_shape, hidden: bool = False) -> None:
 
 
 # ---------------------------------------------------------------- exercise 3: attention with einsum
+
+
+def run_attention(learner_fn: Callable[..., torch.Tensor], q: torch.Tensor, k: torch.Tensor,
+                  v: torch.Tensor) -> torch.Tensor:
+    """The learner's attention, which must compute its two products with einsum (torch's or tc's)."""
+    tc_calls = []
+    run_plan = einstein_api.run_plan
+
+    def counted_run_plan(*args, **kwargs):  # every tc.einsum call runs its plan, however tc.einsum was reached
+        tc_calls.append(1)
+        return run_plan(*args, **kwargs)
+
+    einstein_api.run_plan = counted_run_plan
+    try:
+        with counting({"einsum"}) as counts:
+            result = learner_fn(q, k, v)
+    finally:
+        einstein_api.run_plan = run_plan
+    used = counts["einsum"] + len(tc_calls)
+    if used < 2:
+        raise ForbiddenCallError(f"your attention called einsum {used} time{'s' * (used != 1)}; the exercise asks "
+                                 "for both products (the scores q·k and the weighted sum of v) as einsum calls")
+    return result
 
 
 def _attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -233,6 +286,7 @@ ATTENTION = Exercise(
          "result = einsum('bhqk,bhkd->bhqd', weights, v)",
     forbidden=("torch.nn.functional.scaled_dot_product_attention", "torch.matmul", "torch.Tensor.matmul",
                "torch.Tensor.__matmul__", "torch.nn.functional.multi_head_attention_forward"),
+    call=run_attention,
 )
 
 
@@ -243,4 +297,5 @@ def check_attention(attention, hidden: bool = False) -> None:
 
 EXERCISES = {exercise.name: exercise for exercise in (EQUATIONS, OUTPUT_SHAPE, ATTENTION)}
 
-__all__ = ["EXERCISES", "OPERATIONS", "check_attention", "check_equations", "check_output_shape", "run_equation"]
+__all__ = ["EXERCISES", "OPERATIONS", "check_attention", "check_equations", "check_output_shape", "run_attention",
+           "run_equation", "run_output_shape"]

@@ -141,6 +141,9 @@ def check_infer_output(infer_output, hidden: bool = False) -> None:
 
 
 ACCEPTED = "accepted (returned None)"
+# for a learner who signals a rejection as torch does (RuntimeError) or with assert
+NOT_VALUE_ERROR = ("signal a rejection with `raise ValueError(message)`: torch raises RuntimeError, but this "
+                   "exercise asks for ValueError (an assert raises AssertionError)")
 REJECTED = "rejected (raised ValueError)"
 
 
@@ -264,6 +267,7 @@ VALIDATE_EQUATION = Exercise(
     hint="go through the rules in order: the characters (letters, ',', spaces, '...', one '->'), the ellipses, "
          "the number of terms, each term's letters against its operand's dimensions, then the output's letters",
     forbidden=EINSUM_NAMES,
+    extra_hints={RuntimeError: NOT_VALUE_ERROR, AssertionError: NOT_VALUE_ERROR},
 )
 
 
@@ -300,10 +304,14 @@ def _sizes_public() -> list[Group]:
         Group("size 1 broadcasts", [c("ij,jk", (2, 1), (4, 5)), c("ij,ij->i", (2, 1), (1, 3)),
                                     c("i,i", (1,), (1,), note="size 1 everywhere"), c("ab,b,a", (1, 3), (3,), (4,))]),
         Group("a letter repeated inside one operand", [c("ii", (3, 3)), c("iij->j", (2, 2, 4)), c("ii,i", (1, 1), (3,))]),
-        Group("errors: sizes that do not fit", [
+        Group("errors: shapes that do not fit the equation", [
             c("ij,jk", (2, 3), (4, 5), note="j is 3 and 4"), c("ii", (1, 3), note="a diagonal of sizes 1 and 3"),
             c("ii", (2, 3)), c("ij,jk->ik", (2, 3, 1), (3, 4), note="three dimensions for two letters"),
             c("ij,j", (2,), (2,), note="one dimension for two letters"),
+        ]),
+        Group("empty dimensions: size 0 broadcasts against 1 only", [
+            c("ij,jk", (2, 0), (1, 3), note="j is 0 and 1: j = 0"), c("i,i", (1,), (0,), note="i is 1 and 0: i = 0"),
+            c("ij,jk", (2, 0), (3, 4), note="j is 0 and 3: an error"),
         ]),
     ]
 
@@ -331,12 +339,28 @@ def _random_sizes_case(g: torch.Generator) -> Case:
     return _sizes_case(",".join(terms), *[tuple(s) for s in shapes])
 
 
+def _empty_sizes_case(g: torch.Generator) -> Case:
+    """Two operands that share a letter of size 0 in one and 1 in the other (torch: the letter is 0)."""
+    shared, first, second = _permuted_letters("jabk", g)[:3]
+    size = {first: _randint(1, 5, g), second: _randint(1, 5, g)}
+    terms = ["".join(_permuted_letters(shared + first, g)), "".join(_permuted_letters(shared + second, g))]
+    zero, one = (0, 1) if _randint(0, 2, g) else (1, 0)
+    shapes = [tuple(zero if c == shared else size[c] for c in terms[0]),
+              tuple(one if c == shared else size[c] for c in terms[1])]
+    return _sizes_case(",".join(terms), *shapes)
+
+
+def _permuted_letters(letters: str, g: torch.Generator) -> list[str]:
+    return [letters[i] for i in torch.randperm(len(letters), generator=g).tolist()]
+
+
 def _sizes_hidden(g: torch.Generator) -> list[Group]:
     cases = [_random_sizes_case(g) for _ in range(40)]
     verdicts = [_torch_label_sizes(*case.args) == REJECTED for case in cases]
     valid = [c for c, rejected in zip(cases, verdicts) if not rejected][:8]
     invalid = [c for c, rejected in zip(cases, verdicts) if rejected][:6]
-    return [Group("random operands that fit", valid), Group("random operands that do not fit", invalid)]
+    return [Group("random operands that fit", valid), Group("random operands that do not fit", invalid),
+            Group("a letter of size 0 in one operand and 1 in the other", [_empty_sizes_case(g) for _ in range(3)])]
 
 
 LABEL_SIZES = Exercise(
@@ -349,6 +373,7 @@ LABEL_SIZES = Exercise(
          "repeated letter needs equal sizes; across operands sizes must be equal or 1, and the size that is "
          "not 1 wins; raise ValueError otherwise",
     forbidden=EINSUM_NAMES,
+    extra_hints={RuntimeError: NOT_VALUE_ERROR, AssertionError: NOT_VALUE_ERROR},
 )
 
 

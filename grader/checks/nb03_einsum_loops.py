@@ -66,6 +66,20 @@ def random_equation(g: torch.Generator, max_points: int = 48) -> tuple[str, list
             return ",".join(terms) + "->" + output, shapes
 
 
+def empty_dimension_case(g: torch.Generator) -> tuple[str, list[tuple[int, ...]]]:
+    """Two operands sharing a label that has size 0 in one and 1 in the other: torch gives it size 0,
+    so the result is empty or zero (a size taken as max(0, 1) = 1 reads past the empty dimension)."""
+    shared, a, b = _pick(g, ["jik", "kab", "nXi"])
+    terms = [a + shared if _pick(g, [True, False]) else shared + a, shared + b]
+    empty = _pick(g, [0, 1])
+    sizes = {a: _pick(g, [1, 2, 3]), b: _pick(g, [1, 2, 3])}
+    shapes = [tuple((0 if n == empty else 1) if c == shared else sizes[c] for c in term)
+              for n, term in enumerate(terms)]
+    kept = [c for c in (a, shared, b) if _pick(g, [True, True, False])]
+    output = "".join(kept[i] for i in torch.randperm(len(kept), generator=g).tolist())
+    return ",".join(terms) + "->" + output, shapes
+
+
 def _einsum_public() -> list[Group]:
     g = torch.Generator().manual_seed(3)
     f32 = torch.float32
@@ -99,6 +113,10 @@ def _einsum_public() -> list[Group]:
             _case("ij,jk,kl->li", [(2, 3), (3, 2), (2, 2)], torch.float64, g, "a chain of three"),
             _case("i,->i", [(3,), ()], torch.int64, g, "a vector times a 0-d tensor"),
         ]),
+        Group("empty dimensions: size 0 against size 1 is 0", [
+            _case("ij,jk->ik", [(2, 0), (1, 3)], torch.float64, g, "j has sizes 0 and 1: a sum of nothing, zeros"),
+            _case("i,i->i", [(1,), (0,)], torch.int64, g, "i has sizes 1 and 0: an empty result"),
+        ]),
     ]
 
 
@@ -110,6 +128,9 @@ def _einsum_hidden(g: torch.Generator) -> list[Group]:
             equation, shapes = random_equation(g)
             cases.append(_case(equation, shapes, dtype, g, f"{equation} with shapes {shapes}"))
         groups.append(Group(f"random {str(dtype).removeprefix('torch.')} equations", cases))
+    empty = [empty_dimension_case(g) for _ in range(2)]
+    groups.append(Group("random equations with a label of sizes 0 and 1",
+                        [_case(e, shapes, torch.float64, g, f"{e} with shapes {shapes}") for e, shapes in empty]))
     return groups
 
 
@@ -132,8 +153,9 @@ EINSUM_LOOPS = Exercise(
     forbidden=NOT_LOOPS + ("tensorcraft.einstein.loops.einsum_loops.library",),
     call=_definition_through_library,
     extra_hints={
-        IndexError: "an index is out of range: a dimension of size 1 that broadcasts against a larger size "
-                    "must be read at index 0, and the label runs over its size where it is not 1",
+        IndexError: "an index is out of range: a dimension of size 1 that broadcasts must be read at index 0, "
+                    "and a label runs over its size where that is not 1, even 0 (max(0, 1) is 1: an empty "
+                    "dimension against size 1 leaves the label size 0)",
         RecursionError: "your function calls the library's einsum_loops, which, while the check runs, is your "
                         "own function again: write the loops yourself",
     },
@@ -222,6 +244,9 @@ def _code_public() -> list[Group]:
             _case("ij,jk->ik", [(2, 1), (3, 2)], f64, g, "A's j has size 1"),
             _case("bij,bjk,bk->bi", [(1, 2, 2), (2, 2, 3), (2, 3)], torch.int64, g, "batch of size 1 in A"),
         ]),
+        Group("an empty dimension: size 0 against size 1 is 0", [
+            _case("ij,jk->ik", [(2, 0), (1, 3)], f64, g, "j has sizes 0 and 1: zeros"),
+        ]),
     ]
 
 
@@ -230,7 +255,10 @@ def _code_hidden(g: torch.Generator) -> list[Group]:
     for dtype in (torch.float64, torch.int64, torch.float64, torch.int64, torch.float64, torch.int64):
         equation, shapes = random_equation(g, max_points=32)
         cases.append(_case(equation, shapes, dtype, g, f"{equation} with shapes {shapes}, {str(dtype)[6:]}"))
-    return [Group("random equations", cases)]
+    equation, shapes = empty_dimension_case(g)
+    return [Group("random equations", cases),
+            Group("a random equation with a label of sizes 0 and 1",
+                  [_case(equation, shapes, torch.int64, g, f"{equation} with shapes {shapes}")])]
 
 
 LOOP_CODE = Exercise(
@@ -249,7 +277,8 @@ LOOP_CODE = Exercise(
         NameError: "the generated code uses a name it never defines: every label needs its own loop "
                    "(summed labels too), and the source must `import torch` itself",
         IndexError: "an index is out of range in the generated code: a dimension of size 1 that broadcasts "
-                    "must be read at index 0",
+                    "must be read at index 0, and a label's loop runs over its size where that is not 1, even 0 "
+                    "(max(0, 1) is 1)",
         SyntaxError: "the generated source is not valid Python: print it and read it",
         ValueError: "the source must define a function called einsum_loops_generated",
     },

@@ -18,7 +18,10 @@ import tensorcraft.einstein.api as einstein_api
 import tensorcraft.einstein.path as einstein_path
 from tensorcraft.einstein.parse import EinsumError
 
+from .compare import describe
 from .exercise import Case, Exercise, Group
+from .spy import MATRIX_PRODUCTS, counting
+from .tripwire import ForbiddenCallError
 
 # Captured at import, so that tripwires set while a learner's code runs do not reach our own use.
 _torch_einsum = torch.einsum
@@ -48,8 +51,21 @@ def _permuted(items: list, g: torch.Generator) -> list:
 
 
 def run_contract_pair(learner_fn: Callable[..., torch.Tensor], equation: str, *operands: torch.Tensor) -> torch.Tensor:
-    """tc.einsum with the learner's function as its two-operand lowering (called once per pair)."""
-    with tensorcraft.substitute(contract_pair=learner_fn):
+    """tc.einsum with the learner's function as its two-operand lowering (called once per pair),
+    each call computing its contraction with one matrix product, as the exercise asks."""
+    def lowering(*args: Any) -> torch.Tensor:
+        with counting(MATRIX_PRODUCTS) as counts:
+            result = learner_fn(*args)
+        products = sum(counts.values())
+        if products != 1:
+            a, a_labels, b, b_labels, out_labels = args
+            raise ForbiddenCallError(
+                f"your contract_pair made {products} matrix products (torch.bmm, @, torch.matmul, torch.mm) for "
+                f"{''.join(a_labels)},{''.join(b_labels)}->{''.join(out_labels)}; the exercise asks for exactly one "
+                "torch.bmm (or @) on the permuted and reshaped operands")
+        return result
+
+    with tensorcraft.substitute(contract_pair=lowering):
         return _tc_einsum(equation, *operands)
 
 
@@ -91,9 +107,10 @@ def _contract_pair_public() -> list[Group]:
             _einsum_case("i,j->ji", s, g, "outer product i,j->ji"), _einsum_case("bi,bj->bji", s, g),
             _einsum_case("ijk,jl->lik", s, g, "two labels kept from a, one from b"),
             _einsum_case("bi,bi->b", s, g, "batch of dot products"), _einsum_case("ij,ij->", s, g, "everything summed")]),
-        Group("three operands (one call per pair) and other dtypes", [
-            _einsum_case("ij,jk,kl->li", s, g), _einsum_case("bij,bjk->bik", s, g, "float64", torch.float64),
-            _einsum_case("ij,jk->ki", s, g, "int64", torch.int64)]),
+        Group("three operands (one call per pair), and float64", [
+            _einsum_case("ij,jk,kl->li", s, g), _einsum_case("bij,bjk->bik", s, g, "float64", torch.float64)]),
+        Group("int64 (CPU only: CUDA has no integer matrix product)", [
+            _einsum_case("ij,jk->ki", s, g, "int64", torch.int64)], cpu_only=True),
     ]
 
 
@@ -123,7 +140,9 @@ def _contract_pair_hidden(g: torch.Generator) -> list[Group]:
         for _ in range(5):
             equation, sizes = _random_pair_equation(g)
             cases.append(_einsum_case(equation, sizes, g, dtype=dtype))
-        groups.append(Group(f"random two-operand contractions, {str(dtype).removeprefix('torch.')}", cases))
+        integer = not dtype.is_floating_point  # torch.bmm has no integer kernel on CUDA
+        groups.append(Group(f"random two-operand contractions, {str(dtype).removeprefix('torch.')}"
+                            + (" (CPU only)" if integer else ""), cases, cpu_only=integer))
     chains = []
     for _ in range(3):
         sizes = {c: _randint(1, 5, g) for c in "bijkl"}
@@ -160,9 +179,20 @@ def check_contract_pair(contract_pair: Callable[..., torch.Tensor], hidden: bool
 # ---------------------------------------------------------------- exercise 2: path_flops
 
 
+class NotAnIntError(TypeError):
+    """path_flops returned something other than a Python int."""
+
+
 def run_path_flops(learner_fn: Callable[..., int], equation: str, shapes: tuple, path: list) -> Any:
-    """The cost tc.contract_path reports for ``path`` with the learner's function as its FLOP counter."""
-    with tensorcraft.substitute(path_flops=learner_fn):
+    """The cost tc.contract_path reports for ``path`` with the learner's function as its FLOP counter,
+    which must return what the statement asks for: an int."""
+    def counter(*args: Any) -> int:
+        cost = learner_fn(*args)
+        if type(cost) is not int:
+            raise NotAnIntError(f"path_flops returned {describe(cost)}; it must return an int")
+        return cost
+
+    with tensorcraft.substitute(path_flops=counter):
         return _tc_contract_path(equation, *shapes, optimize=path)[1].opt_cost
 
 
@@ -255,7 +285,9 @@ PATH_FLOPS = Exercise(
                "tensorcraft.contract_path", "tensorcraft.einstein.contract_path",
                "tensorcraft.einstein.path.contract_path", "tensorcraft.einstein.path.path_flops.library"),
     call=run_path_flops,
-    extra_hints={IndexError: "the positions of a step refer to the current list of operands: after each step, "
+    extra_hints={NotAnIntError: "return the total as a Python int: math.prod of ints is one; / and math.pow "
+                                "make floats (use // or **), and a numpy or torch number is no int",
+                 IndexError: "the positions of a step refer to the current list of operands: after each step, "
                              "remove the operands it took and append its result at the end",
                  KeyError: "sizes maps each label to its size: look sizes up per label of the step's operands"},
 )
@@ -312,6 +344,10 @@ def _greedy_public() -> list[Group]:
             Case(("abcd,a,cde,bez->z", ((50, 5, 10, 20), (50,), (10, 20, 50), (5, 50, 20))), "a vector among tensors"),
             Case(("bd,cefz,adefg,a,bcg->z", ((20, 50), (50, 20, 20, 20), (10, 50, 20, 20, 50), (10,), (20, 50, 50))),
                  "large inputs, small results"),
+        ]),
+        Group("a label on three operands stays until the last of them is contracted", [
+            Case(("c,cd,ce->d", ((30,), (30, 30), (30, 10))), "c on three operands"),
+            Case(("bd,ad,cd->b", ((30, 2), (100, 2), (2, 2))), "d on three operands"),
         ]),
     ]
 

@@ -327,11 +327,20 @@ def _reference_output(channels: int, hidden: int, classes: int, x: torch.Tensor)
         return model(x)
 
 
+class NotReduceLayersError(ValueError):
+    """The model pools with something other than Reduce layers."""
+
+
 def _run_the_learners_head(make_head, channels: int, hidden: int, classes: int, x: torch.Tensor):
-    """Build the learner's model, give it the reference's weights, and run it on ``x``."""
+    """Build the learner's model, check that it pools with Reduce layers, as the exercise asks, give it
+    the reference's weights, and run it on ``x``."""
     model = make_head(channels, hidden, classes)
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"make_head must return a torch.nn.Module (an nn.Sequential), got {type(model).__name__}")
+    reduces = sum(isinstance(m, (LibraryReduce, einops_layers.Reduce)) for m in model.modules())
+    if reduces < 2:
+        raise NotReduceLayersError(f"your model holds {reduces} Reduce layer{'s' * (reduces != 1)}; the exercise asks "
+                                   "for both poolings as Reduce layers (tensorcraft's or einops')")
     theirs = [tuple(p.shape) for p in model.parameters()]
     ours = [tuple(p.shape) for p in reference_head(channels, hidden, classes).parameters()]
     if theirs != ours:
@@ -379,8 +388,12 @@ MAKE_HEAD = Exercise(
          "Reduce 'b c h w -> b c' with 'mean', Linear(hidden, classes)",
     forbidden=("torch.nn.MaxPool2d", "torch.nn.AvgPool2d", "torch.nn.AdaptiveAvgPool2d",
                "torch.nn.AdaptiveMaxPool2d", "torch.nn.Flatten", "torch.nn.functional.max_pool2d",
-               "torch.nn.functional.avg_pool2d", "torch.nn.functional.adaptive_avg_pool2d"),
+               "torch.nn.functional.avg_pool2d", "torch.nn.functional.adaptive_avg_pool2d",
+               "torch.nn.functional.adaptive_max_pool2d", "torch.max_pool2d"),
     extra_hints={
+        NotReduceLayersError: "write the 2 x 2 max pooling and the global mean as Reduce layers: "
+                              "Reduce('b c (h 2) (w 2) -> b c h w', 'max') and Reduce('b c h w -> b c', 'mean'); "
+                              "a module of your own that calls x.amax or x.mean is not one",
         RuntimeError: "a layer got a tensor of the wrong shape: after the global average pooling the tensor must "
                       "be (b, hidden), with no axes of length 1 left, so that Linear(hidden, classes) applies",
         ValueError: "your model must hold exactly one Conv2d(channels, hidden, kernel_size=1) and one "

@@ -52,6 +52,12 @@ def equations_sum_batch():
                     attention_output="bhqk,bhkd->hqd")
 
 
+@mutant("nb01_einsum_notation.equations", hint="write every equation with '->' and the result's letters after "
+        "it: implicit mode chooses the output by its own rule (notebook 02), which is right here only by luck")
+def equations_implicit_where_it_happens_to_work():
+    return _changed(matmul_bt="ik,jk", row_dots="ij,ij->i", batched_outer="bi,bj->bij")
+
+
 @mutant("nb01_einsum_notation.equations", hint="the letters after '->' name the input axes in their new order: "
         "permute(0, 2, 3, 1) puts axes b, h, w, c; you wrote the inverse permutation")
 def equations_inverse_permutation():
@@ -107,6 +113,19 @@ def output_shape_implicit(equation, *shapes):
     return tuple(sizes[c] for c in sorted(c for c in sizes if inputs.count(c) == 1))
 
 
+@mutant("nb01_einsum_notation.output_shape", hint="return a tuple of Python ints, such as (4, 2): "
+        "tuple(...) of a list")
+def output_shape_returns_a_list(equation, *shapes):
+    sizes = _sizes(equation, shapes)
+    return [sizes[c] for c in equation.replace(" ", "").split("->")[1]]
+
+
+@mutant("nb01_einsum_notation.output_shape", hint="'B' and 'b' are two different letters: do not change "
+        "the case of the equation (no .lower())")
+def output_shape_ignores_case(equation, *shapes):
+    return tuple(_sizes(equation.lower(), shapes)[c] for c in equation.lower().replace(" ", "").split("->")[1])
+
+
 # ---------------------------------------------------------------- attention
 
 
@@ -154,3 +173,19 @@ def attention_multiplied_by_sqrt_d(q, k, v):
         "(dim=-1); you normalised over another axis (the heads or the batch)")
 def attention_softmax_over_heads(q, k, v):
     return _attention(q, k, v, 1 / math.sqrt(q.shape[-1]), dim=1)
+
+
+@mutant("nb01_einsum_notation.attention", hint="compute both products as einsum calls, as the exercise asks: "
+        "torch.bmm on reshaped tensors gives the numbers, but not with einsum")
+def attention_with_bmm(q, k, v):
+    b, h, n, d = q.shape
+    scores = torch.bmm(q.reshape(b * h, n, d), k.reshape(b * h, -1, d).transpose(1, 2)) / math.sqrt(d)
+    weights = torch.softmax(scores, dim=-1)
+    return torch.bmm(weights, v.reshape(b * h, -1, v.shape[-1])).reshape(b, h, n, -1)
+
+
+@mutant("nb01_einsum_notation.attention", hint="compute both products as einsum calls, as the exercise asks: "
+        "multiplying broadcast tensors and summing gives the numbers, but not with einsum")
+def attention_by_broadcasting(q, k, v):
+    scores = (q[..., :, None, :] * k[..., None, :, :]).sum(-1) / math.sqrt(q.shape[-1])
+    return torch.einsum("bhqk,bhkd->bhqd", torch.softmax(scores, dim=-1), v)

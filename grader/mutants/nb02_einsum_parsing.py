@@ -230,11 +230,21 @@ def _sizes(equation, shapes, *, across="broadcast", within="equal", check_dims=T
                 sizes[c] = s
             elif across == "max":
                 sizes[c] = max(s, seen or 1)
+            elif across == "broadcast by max":  # right for every size but 0: max(0, 1) is 1
+                if seen not in (None, 1) and s not in (1, seen):
+                    raise ValueError("sizes")
+                sizes[c] = s if seen is None else max(s, seen)
             else:
                 if seen not in (None, 1) and s not in (1, seen):
                     raise ValueError("sizes")
                 sizes[c] = s if seen in (None, 1) else seen
     return sizes
+
+
+@mutant("nb02_einsum_parsing.label_sizes", hint="the size that is not 1 wins, even when it is 0: 'ij,jk' "
+        "with shapes (2, 0) and (1, 3) gives j = 0 (an empty result), where max(0, 1) would give 1")
+def label_sizes_broadcast_by_max(equation, *shapes):
+    return _sizes(equation, shapes, across="broadcast by max")
 
 
 @mutant("nb02_einsum_parsing.label_sizes", hint="a size of 1 broadcasts, and the size that is not 1 wins: "
@@ -289,6 +299,16 @@ def label_sizes_output_letters_only(equation, *shapes):
     sizes = _sizes(equation, shapes)
     _, arrow, output = equation.replace(" ", "").partition("->")
     return {c: n for c, n in sizes.items() if c in output} if arrow else sizes
+
+
+@mutant("nb02_einsum_parsing.validate_equation", hint="return None when torch accepts the equation and raise "
+        "ValueError when it rejects it; True and False are neither")
+def validate_returns_a_bool(equation, ndims):
+    try:
+        _validate(equation, ndims)
+    except ValueError:
+        return False
+    return True
 
 
 @mutant("nb02_einsum_parsing.validate_equation", hint="only a-z and A-Z are subscripts: 'é'.isalpha() is True "

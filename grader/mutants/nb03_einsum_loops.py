@@ -106,6 +106,12 @@ def einsum_size_from_first_operand(equation, *operands):
     return _loops(equation, operands, broadcast=False)
 
 
+@mutant(E, hint="a label runs over its size where that is not 1, even 0: with sizes 0 and 1 the label is "
+        "empty (max(0, 1) is 1, which reads past the empty dimension)")
+def einsum_size_by_max(equation, *operands):
+    return _loops(equation, operands)  # the helpers take each label's largest size
+
+
 @mutant(E, hint="a product starts at 1, not 0: product = 1, then product = product * entry for each operand "
         "(starting at 0 makes every product 0)")
 def einsum_product_starts_at_zero(equation, *operands):
@@ -211,6 +217,12 @@ def code_without_summed_loops(equation, *shapes):
         "at every value of that loop's label and keeps only the last ones")
 def code_zeros_inside_the_loops(equation, *shapes):
     return _source(equation, shapes, zeros_inside=True)
+
+
+@mutant(C, hint="a label's loop runs over its size where that is not 1, even 0: with sizes 0 and 1 the "
+        "label is empty (max(0, 1) is 1, which reads past the empty dimension)")
+def code_size_by_max(equation, *shapes):
+    return _source(equation, shapes)  # the helpers take each label's largest size
 
 
 # ---------------------------------------------------------------- exercise 3: count_iterations

@@ -97,6 +97,25 @@ def contract_pair_inverse_final_permute(a, a_labels, b, b_labels, out_labels):
     return out.permute([list(out_labels).index(l) for l in natural])
 
 
+@mutant("nb04_einsum_fast.contract_pair", hint="compute the contraction with one torch.bmm on the permuted and "
+        "reshaped operands, as the exercise asks: multiplying broadcast tensors and summing gives the numbers "
+        "without the lowering")
+def contract_pair_by_broadcasting(a, a_labels, b, b_labels, out_labels):
+    labels = list(dict.fromkeys([*a_labels, *b_labels]))
+
+    def spread(t, own):  # t's dimensions in the order of `labels`, with size 1 for the labels it lacks
+        mine = [l for l in labels if l in own]
+        t = t.permute([list(own).index(l) for l in mine])
+        return t.reshape([t.shape[mine.index(l)] if l in own else 1 for l in labels])
+
+    product = spread(a, a_labels) * spread(b, b_labels)
+    summed = [n for n, l in enumerate(labels) if l not in out_labels]
+    if summed:
+        product = product.sum(dim=summed)
+    kept = [l for l in labels if l in out_labels]
+    return product.permute([kept.index(l) for l in out_labels])
+
+
 # ---------------------------------------------------------------- path_flops
 
 
@@ -116,6 +135,12 @@ def _walk(inputs, output, path):
         "costs size * (max(1, k - 1) + 1), so a matrix product of n x m x p costs 2 * n * m * p, not n * m * p")
 def path_flops_without_the_addition(inputs, output, sizes, path):
     return sum(math.prod(sizes[l] for l in touched) * max(1, k - 1) for touched, _, k in _walk(inputs, output, path))
+
+
+@mutant("nb04_einsum_fast.path_flops", hint="return the total as a Python int: / and math.pow make floats")
+def path_flops_returns_a_float(inputs, output, sizes, path):
+    return float(sum(math.prod(sizes[l] for l in touched) * (max(1, k - 1) + (1 if touched - result else 0))
+                     for touched, result, k in _walk(inputs, output, path)))
 
 
 @mutant("nb04_einsum_fast.path_flops", hint="a label is summed at a step only when neither the output nor "
@@ -181,7 +206,7 @@ def path_flops_result_in_front(inputs, output, sizes, path):
 
 
 def _greedy(inputs, output, sizes, score, shared_only=True, result_to_front=False, original_positions=False,
-            keep_everything=False):
+            keep_everything=False, drop_shared=False):
     current = [set(s) for s in inputs]
     output = set(output)
     ids = list(range(len(current)))
@@ -192,6 +217,8 @@ def _greedy(inputs, output, sizes, score, shared_only=True, result_to_front=Fals
     def result_of(i, j):
         if keep_everything:
             return current[i] | current[j]
+        if drop_shared:  # every label the pair shares is gone, unless the output has it
+            return (current[i] ^ current[j]) | (current[i] & current[j] & output)
         rest = [s for p, s in enumerate(current) if p not in (i, j)]
         return (current[i] | current[j]) & output.union(*rest)
 
@@ -223,6 +250,13 @@ def _greedy(inputs, output, sizes, score, shared_only=True, result_to_front=Fals
         "label, nor count in the sizes")
 def greedy_results_keep_summed_labels(inputs, output, sizes):
     return _greedy(inputs, output, sizes, lambda r, a, b: r - a - b, keep_everything=True)
+
+
+@mutant("nb04_einsum_fast.greedy_path", hint="a label the pair shares stays in the result while another "
+        "remaining operand has it (a label on three operands is summed only when the last of them is "
+        "contracted): the result keeps the labels that the output or any other remaining operand has")
+def greedy_results_drop_shared_labels(inputs, output, sizes):
+    return _greedy(inputs, output, sizes, lambda r, a, b: r - a - b, drop_shared=True)
 
 
 @mutant("nb04_einsum_fast.greedy_path", hint="choose the pair by its result, not by its inputs: the smallest "

@@ -209,3 +209,16 @@ def head_global_max(channels, hidden, classes):
 @mutant(MAKE_HEAD, hint="the 1 x 1 convolution is followed by a ReLU; without it the head is linear")
 def head_without_relu(channels, hidden, classes):
     return _head(channels, hidden, classes, relu=False)
+
+
+class _GlobalMean(torch.nn.Module):
+    def forward(self, x):
+        return x.mean(dim=(2, 3))
+
+
+@mutant(MAKE_HEAD, hint="write the global mean as a Reduce layer, Reduce('b c h w -> b c', 'mean'), as the "
+        "exercise asks; a module of your own that calls x.mean is not one")
+def head_global_mean_by_hand(channels, hidden, classes):
+    head = _head(channels, hidden, classes)
+    head[3] = _GlobalMean()
+    return head

@@ -109,6 +109,17 @@ def test_missing_gpu_is_pending_never_passed():
     assert all(o.device == "cpu" for o in report.outcomes if o.status == PASS)
 
 
+def test_a_cpu_only_group_is_neither_run_nor_reported_pending_on_cuda():
+    # e.g. an integer matrix product, for which CUDA has no kernel
+    groups = [Group("floats", [Case((torch.ones(2), torch.ones(3)))]),
+              Group("integers, CPU only", [Case((torch.ones(2, dtype=torch.int64),) * 2)], cpu_only=True)]
+    exercise = Exercise(id="test.outer", reference=correct_outer, public=lambda: groups,
+                        hidden=lambda g: groups, hint="")
+    report = exercise.run(correct_outer, cuda_available=False)
+    assert [(o.device, o.title) for o in report.outcomes] == [
+        ("cpu", "floats"), ("cpu", "integers, CPU only"), ("cuda", "floats")]
+
+
 @pytest.mark.cuda
 def test_cuda_cases_run_where_there_is_a_gpu():
     report = OUTER.run(correct_outer, cuda_available=True)

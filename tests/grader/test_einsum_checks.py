@@ -6,6 +6,7 @@ import torch
 
 from grader.checks import nb01_einsum_notation as nb01
 from grader.checks import nb02_einsum_parsing as nb02
+from grader.mutants import mutants_for
 from tensorcraft.einstein.infer import infer_output as library_infer_output
 
 
@@ -79,3 +80,87 @@ def test_validate_groups_hold_what_torch_says():
             except (RuntimeError, ValueError):
                 verdict = nb02.REJECTED
             assert verdict == expected, case.args
+
+
+# ---------------------------------------------------------------- wrong answers that once passed
+
+
+def _solution_equations():
+    from grader.mutants.nb01_einsum_notation import SOLUTION
+    return dict(SOLUTION)
+
+
+def test_an_equation_without_arrow_fails_even_where_implicit_mode_gives_the_result():
+    table = _solution_equations() | {"matmul_bt": "ik,jk"}   # implicit 'ik,jk' is 'ij': the right result
+    report = nb01.EQUATIONS.run(lambda: table, cuda_available=False)
+    assert report.failed and "with no '->'" in report.text()
+
+
+def test_output_shape_must_be_a_tuple_of_ints():
+    def as_list(equation, *shapes):
+        inputs, output = equation.replace(" ", "").split("->")
+        size = {c: n for term, shape in zip(inputs.split(","), shapes) for c, n in zip(term, shape)}
+        return [size[c] for c in output]
+
+    report = nb01.OUTPUT_SHAPE.run(as_list, cuda_available=False)
+    assert report.failed and "must return a tuple of ints" in report.text()
+    assert not nb01.OUTPUT_SHAPE.run(lambda *a: tuple(as_list(*a)), cuda_available=False).failed
+
+
+def test_output_shape_cases_tell_b_from_B():
+    lowered = lambda equation, *shapes: tuple(  # noqa: E731
+        dict(zip("".join(equation.lower().split("->")[0].split(",")), [n for s in shapes for n in s]))[c]
+        for c in equation.lower().split("->")[1])
+    report = nb01.OUTPUT_SHAPE.run(lowered, cuda_available=False)
+    assert any("uppercase and lowercase" in o.title for o in report.failed)
+    hidden = nb01.OUTPUT_SHAPE.hidden(torch.Generator().manual_seed(0))
+    assert any(c.isupper() for group in hidden[-1:] for case in group.cases for c in case.args[0])
+
+
+def test_attention_must_compute_both_products_with_einsum():
+    import math
+
+    def with_bmm(q, k, v):
+        b, h, n, d = q.shape
+        scores = torch.bmm(q.reshape(b * h, n, d), k.reshape(b * h, -1, d).transpose(1, 2)) / math.sqrt(d)
+        return torch.bmm(torch.softmax(scores, -1), v.reshape(b * h, -1, v.shape[-1])).reshape(b, h, n, -1)
+
+    report = nb01.ATTENTION.run(with_bmm, cuda_available=False)
+    assert report.failed and "called einsum 0 times" in report.text()
+
+    from torch import einsum as bound_before_the_check   # an alias still counts
+
+    def aliased(q, k, v):
+        scores = bound_before_the_check("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.shape[-1])
+        return bound_before_the_check("bhqk,bhke->bhqe", torch.softmax(scores, -1), v)
+
+    assert not nb01.ATTENTION.run(aliased, cuda_available=False).failed
+
+    import tensorcraft as tc
+
+    def with_tc(q, k, v):
+        scores = tc.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.shape[-1])
+        return tc.einsum("bhqk,bhke->bhqe", torch.softmax(scores, -1), v)
+
+    assert not nb01.ATTENTION.run(with_tc, cuda_available=False).failed
+
+
+def test_label_sizes_size_0_against_1_is_0_as_in_torch():
+    groups = nb02.LABEL_SIZES.public() + nb02.LABEL_SIZES.hidden(torch.Generator().manual_seed(2))
+    empty = [c for g in groups if "size 0" in g.title for c in g.cases]
+    assert len(empty) >= 5
+    for case in empty:
+        expected = nb02._torch_label_sizes(*case.args)
+        if expected != nb02.REJECTED:
+            assert 0 in expected.values()
+    by_max = next(m for m in mutants_for("nb02_einsum_parsing.label_sizes") if m.name == "label_sizes_broadcast_by_max")
+    report = nb02.LABEL_SIZES.run(by_max.fn, hidden=True, seed=2, cuda_available=False)
+    assert [o.title for o in report.failed] == ["a letter of size 0 in one operand and 1 in the other"]
+
+
+def test_a_validator_that_raises_runtime_error_is_told_to_raise_value_error():
+    def like_torch(equation, ndims):
+        raise RuntimeError("einsum(): invalid subscript")
+
+    report = nb02.VALIDATE_EQUATION.run(like_torch, cuda_available=False)
+    assert "this exercise asks for ValueError" in report.text()

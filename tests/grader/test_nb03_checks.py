@@ -37,3 +37,20 @@ def test_the_count_reference_agrees_with_the_library_on_random_equations():
     for _ in range(50):
         equation, shapes = random_equation(g, max_points=500)
         assert _count_reference(equation, *shapes) == count_iterations(equation, *shapes)
+
+
+def test_a_label_of_sizes_0_and_1_is_empty_in_every_hidden_draw():
+    from grader.checks.nb03_einsum_loops import EINSUM_LOOPS, LOOP_CODE, empty_dimension_case
+
+    for seed in range(20):
+        equation, shapes = empty_dimension_case(torch.Generator().manual_seed(seed))
+        operands = [torch.ones(s) for s in shapes]
+        sizes = {}
+        for term, shape in zip(equation.split("->")[0].split(","), shapes):
+            for label, size in zip(term, shape):
+                sizes.setdefault(label, set()).add(size)
+        assert {0, 1} in sizes.values()                         # a label with sizes 0 and 1
+        torch.einsum(equation, *operands)                        # which torch accepts
+    for exercise in (EINSUM_LOOPS, LOOP_CODE):
+        titles = [g.title for g in exercise.public() + exercise.hidden(torch.Generator().manual_seed(0))]
+        assert sum("0" in t and "1" in t for t in titles) == 2, titles

@@ -69,3 +69,53 @@ def test_a_flop_count_without_the_addition_gets_that_hint():
 
     report = nb04.PATH_FLOPS.run(learner, cuda_available=False)
     assert report.failed and report.failed[0].hint == wrong.hint
+
+
+def test_a_lowering_without_a_matrix_product_fails():
+    def by_broadcasting(a, a_labels, b, b_labels, out_labels):
+        labels = list(dict.fromkeys([*a_labels, *b_labels]))
+
+        def spread(t, own):
+            mine = [l for l in labels if l in own]
+            t = t.permute([list(own).index(l) for l in mine])
+            return t.reshape([t.shape[mine.index(l)] if l in own else 1 for l in labels])
+
+        product = spread(a, a_labels) * spread(b, b_labels)
+        summed = [n for n, l in enumerate(labels) if l not in out_labels]
+        product = product.sum(dim=summed) if summed else product
+        kept = [l for l in labels if l in out_labels]
+        return product.permute([kept.index(l) for l in out_labels])
+
+    report = nb04.CONTRACT_PAIR.run(by_broadcasting, cuda_available=False)
+    assert len(report.failed) == len(nb04.CONTRACT_PAIR.public())
+    assert "made 0 matrix products" in report.text()
+
+    def two_products(*args):
+        bmm_lowering(*args)
+        return bmm_lowering(*args)
+
+    assert "made 2 matrix products" in nb04.CONTRACT_PAIR.run(two_products, cuda_available=False).text()
+
+
+def test_integer_lowerings_run_on_the_cpu_only():
+    # CUDA has no integer bmm: the solution itself would fail an int64 case there
+    for groups in (nb04.CONTRACT_PAIR.public(), nb04.CONTRACT_PAIR.hidden(torch.Generator().manual_seed(1))):
+        for group in groups:
+            integer = any(not t.dtype.is_floating_point for case in group.cases for t in case.args[1:])
+            assert group.cpu_only == integer, group.title
+    report = nb04.CONTRACT_PAIR.run(bmm_lowering, cuda_available=False)
+    cuda_titles = {o.title for o in report.outcomes if o.device == "cuda"}
+    assert cuda_titles and not any("int64" in t for t in cuda_titles)
+
+
+def test_a_flop_count_must_be_an_int():
+    as_float = next(m for m in mutants_for("nb04_einsum_fast.path_flops") if m.name == "path_flops_returns_a_float")
+    report = nb04.PATH_FLOPS.run(as_float.fn, cuda_available=False)
+    assert len(report.failed) == len(nb04.PATH_FLOPS.public()) and "it must return an int" in report.text()
+
+
+def test_a_greedy_result_that_drops_a_label_another_operand_needs_fails():
+    drops = next(m for m in mutants_for("nb04_einsum_fast.greedy_path")
+                 if m.name == "greedy_results_drop_shared_labels")
+    report = nb04.GREEDY_PATH.run(drops.fn, cuda_available=False)
+    assert [o.title for o in report.failed] == ["a label on three operands stays until the last of them is contracted"]

@@ -53,3 +53,18 @@ def test_the_learners_reduce_is_called_by_the_reduce_layer():
     got = REDUCE.call(spy, x, "b c (h 2) (w 2) -> b c h w", "max", {})
     assert calls == ["b c (h 2) (w 2) -> b c h w"]
     torch.testing.assert_close(got, einops.reduce(x, "b c (h 2) (w 2) -> b c h w", "max"))
+
+
+def test_a_head_that_pools_without_reduce_layers_fails():
+    from tensorcraft.einops.layers import Reduce
+
+    class GlobalMean(torch.nn.Module):
+        def forward(self, x):
+            return x.mean(dim=(2, 3))
+
+    def head(channels, hidden, classes):
+        return torch.nn.Sequential(Reduce("b c (h 2) (w 2) -> b c h w", "max"), torch.nn.Conv2d(channels, hidden, 1),
+                                   torch.nn.ReLU(), GlobalMean(), torch.nn.Linear(hidden, classes))
+
+    report = EXERCISES["make_head"].run(head, cuda_available=False)
+    assert report.failed and "holds 1 Reduce layer" in report.text()
