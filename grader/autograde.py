@@ -14,6 +14,7 @@ and the feedback HTML.
 """
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import multiprocessing
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import nbformat
 from nbgrader.api import Gradebook
-from nbgrader.coursedir import CourseDirectory
+from nbgrader.utils import parse_utc
 from tqdm import tqdm
 
 from .course import DEFAULT_COURSE, Course, put_python_scripts_on_path
@@ -76,6 +77,20 @@ def _timestamp_file(submission: Submission) -> Path:
     return submission.path.with_name("timestamp.txt")
 
 
+def _hand_in_time(submission: Submission) -> datetime.datetime | None:
+    """The time in the submission's timestamp.txt, read as nbgrader reads it (parse_utc; a time
+    without a zone is UTC); None without one. ValueError for a time it cannot read."""
+    file = _timestamp_file(submission)
+    text = file.read_text().strip() if file.is_file() else ""
+    if not text:
+        return None
+    try:
+        return parse_utc(text)
+    except (ValueError, OverflowError) as error:
+        raise ValueError(f"{file}: not a time nbgrader can read ({text[:40]!r}: {error}); write it as "
+                         "'2027-01-31 17:05:00 UTC'") from None
+
+
 def _fingerprint(course: Course, submission: Submission) -> dict[str, str]:
     """What a grade depends on: the learner's file, its hand-in time, and the assignment's source (its tests)."""
     source = hashlib.sha256(course.source(submission.assignment).read_bytes()).hexdigest()
@@ -102,16 +117,20 @@ def _mark_done(course: Course, submission: Submission, fingerprint: dict[str, st
 
 # ---------------------------------------------------------------- parent-side steps
 
-def _register(course: Course, todo: list[Submission]) -> dict[Submission, dict[str, str]]:
+def _register(course: Course, todo: list[Submission]) -> tuple[dict[Submission, dict[str, str]], dict[Submission, str]]:
     """Copy each submission (and its timestamp.txt) into submitted/ and create its learner and
-    submission in the gradebook, with the hand-in time read as nbgrader reads it; return each one's
-    fingerprint as it was when grading started."""
-    hashes = {}
-    coursedir = CourseDirectory(config=course_config(_config_file(course)), root=str(course.root))
+    submission in the gradebook, with its hand-in time; return each one's fingerprint as it was when
+    grading started, and why each one that cannot be graded (an unreadable timestamp.txt) cannot."""
+    hashes, problems = {}, {}
     with Gradebook(course.db_url) as gradebook, warnings.catch_warnings():
         # nbgrader's update_or_create_submission trips SQLAlchemy autoflush warnings; they are harmless
         warnings.filterwarnings("ignore", message=".*not in session.*")
         for submission in todo:
+            try:
+                timestamp = _hand_in_time(submission)
+            except ValueError as error:
+                problems[submission] = str(error)
+                continue
             hashes[submission] = _fingerprint(course, submission)
             target = course.submitted(submission.learner, submission.assignment)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -123,11 +142,10 @@ def _register(course: Course, todo: list[Submission]) -> dict[Submission, dict[s
                 shutil.copyfile(_timestamp_file(submission), stamp)
             else:
                 stamp.unlink(missing_ok=True)
-            timestamp = coursedir.get_existing_timestamp(str(target.parent))
             gradebook.update_or_create_student(submission.learner)
             gradebook.update_or_create_submission(submission.assignment, submission.learner,
                                                   **({"timestamp": timestamp} if timestamp else {}))
-    return hashes
+    return hashes, problems
 
 
 def _save(course: Course, executed: Executed) -> tuple[float, float, float]:
@@ -169,7 +187,9 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
     submissions, skipped_files = find_submissions(folder, assignments)
     outcomes = [Outcome(s, "skipped") for s in submissions if not force and _is_done(course, s)]
     todo = [s for s in submissions if force or not _is_done(course, s)]
-    hashes = _register(course, todo)
+    hashes, problems = _register(course, todo)
+    outcomes += [Outcome(s, "error", notes=[why]) for s, why in problems.items()]
+    todo = [s for s in todo if s in hashes]
 
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     bar = tqdm(total=len(todo), desc="autograde", unit="notebook", disable=not progress or not todo)

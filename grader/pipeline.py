@@ -12,6 +12,7 @@ run in the parent process, since SQLite allows one writer at a time.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -40,7 +41,7 @@ class PipelineError(ValueError):
 def course_config(config_file: Path | None = None) -> Config:
     """The nbgrader configuration of a course (default: the repository's grader/nbgrader_config.py)."""
     path = Path(config_file or CONFIG_TEMPLATE).resolve()
-    return _load(str(path), path.stat().st_mtime_ns)
+    return copy.deepcopy(_load(str(path), path.stat().st_mtime_ns))   # the caller's to change
 
 
 @lru_cache(maxsize=8)

@@ -197,3 +197,17 @@ def test_an_ignore_pattern_in_the_course_config_filters_stderr_as_nbgrader_does(
         outputs[enabled] = "".join(o.get("text", "") for cell in cells for o in cell.outputs)
     assert "noise" in outputs[False] and "keep me" in outputs[False]
     assert "noise" not in outputs[True] and "keep me" in outputs[True]
+
+
+def test_an_unreadable_timestamp_is_that_submissions_error_and_the_batch_goes_on(built_course, tmp_path):
+    built, notebooks = built_course
+    course = Course(tmp_path / "course")
+    shutil.copytree(built.root, course.root)
+    folder = tmp_path / "submissions" / "muddled"
+    folder.mkdir(parents=True)
+    shutil.copyfile(notebooks / "00_welcome.ipynb", folder / "00_welcome.ipynb")
+    (folder / "timestamp.txt").write_text("the day after the deadline")
+    summary = autograde(tmp_path / "submissions", course, workers=1, progress=False, feedback=False)
+    [outcome] = summary.outcomes
+    assert outcome.status == "error" and "timestamp.txt: not a time nbgrader can read" in outcome.notes[0]
+    assert not course.autograded("muddled", "00_welcome").exists()
