@@ -1,5 +1,8 @@
 """In the learner's JupyterLab (the settings `make course` applies), the browser shows nbgrader's
 assignment list at most: no Create Assignment panel, no formgrader, no course list, no news prompt."""
+import urllib.error
+import urllib.request
+
 import pytest
 
 INSTRUCTOR_COMMANDS = ["nbgrader:open-formgrader", "nbgrader:open-formgrader-local", "nbgrader:open-course-list",
@@ -31,3 +34,12 @@ def test_the_learner_sees_no_instructor_tools_and_no_news(page):
         .map(e => e.textContent.trim())""")
     page.keyboard.press("Escape")
     assert shown == ["Assignment List"], shown
+
+
+def test_the_learners_server_has_no_formgrader(lab):
+    base, token, _, _ = lab
+    with pytest.raises(urllib.error.HTTPError) as answer:
+        urllib.request.urlopen(f"{base}formgrader?token={token}", timeout=30)
+    assert answer.value.code == 404
+    with urllib.request.urlopen(f"{base}api/status?token={token}", timeout=30) as status:
+        assert status.status == 200
