@@ -108,6 +108,11 @@ def changed(before: Any, after: Any) -> str | None:
     return None
 
 
+def with_article(noun: str) -> str:
+    """'a list', 'an AlwaysEqual', 'an int'."""
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+
+
 def kind_hint(expected: Any, got: Any) -> str | None:
     """A hint for a result of the wrong kind (type, dtype, device), whatever the exercise; None
     when the kind is right and the values are what differ."""
@@ -121,7 +126,7 @@ def kind_hint(expected: Any, got: Any) -> str | None:
     if isinstance(expected, np.ndarray) and isinstance(got, torch.Tensor):
         return "return a numpy array, not a torch.Tensor: numpy arrays in, numpy arrays out"
     if not isinstance(got, type(expected)):
-        return f"return a {kind}, not a {type(got).__name__}" + (" (.tolist() and .item() leave torch)"
+        return f"return a {kind}, not {with_article(type(got).__name__)}" + (" (.tolist() and .item() leave torch)"
                                                                    if isinstance(got, (list, int, float)) else "")
     if _dtype_name(got.dtype) != _dtype_name(expected.dtype):
         return (f"the result must have dtype {_dtype_name(expected.dtype)}, as the real tool gives for these inputs: "

@@ -91,8 +91,9 @@ OUTER = Exercise(
     hidden=_outer_hidden,
     hint="result[i, j] must be a[i] * b[j]: give a a new last axis and b a new first axis, then multiply",
     forbidden=("torch.einsum", "torch.outer", "torch.ger", "torch.Tensor.outer", "torch.Tensor.ger"),
-    extra_hints={RuntimeError: "two vectors of different lengths do not broadcast against each other; "
-                               "a[:, None] has shape (n, 1) and b[None, :] has shape (1, m)"},
+    extra_hints={RuntimeError: "the shapes did not broadcast to (n, m): a[:, None] has shape (n, 1) and "
+                               "b[None, :] has shape (1, m), and their product has shape (n, m); an in-place "
+                               "write (x *= ..., out[...] = ...) cannot grow a tensor to that shape"},
 )
 
 
@@ -123,7 +124,7 @@ def _normalize_public() -> list[Group]:
             Case((torch.tensor([[1.0, 2.0], [3.0, 5.0]]),), "2 x 2, row sums 3 and 8"),
             Case((_positive(4, 4, torch.float32, g),), "4 x 4"),
         ]),
-        Group("one row, one column, float64", [
+        Group("one row, one column, and a float64 matrix", [
             Case((_positive(1, 5, torch.float32, g),), "1 x 5"),
             Case((_positive(5, 1, torch.float32, g),), "5 x 1"),
             Case((_positive(3, 4, torch.float64, g),), "float64"),

@@ -9,7 +9,7 @@ every name known to ``tensorcraft.substitute``:
     capture.capture, dynamo_backend.graph_from_fx      the front-ends (through builder.GraphBuilder)
     guards.check_guards                                 is a cached entry still valid?
     passes.*: eliminate_dead_code, fold_constants, eliminate_common_subexpressions,
-              fold_conv_batchnorm, decompose, group_fusible, fuse_elementwise
+              fold_conv_batchnorm (and its arithmetic, fold_conv_bn), decompose, group_fusible, fuse_elementwise
     passes.memory_plan.plan_memory                      liveness and buffer reuse
     codegen: python_source, c_source, triton_source     the kernel printers
     codegen.wrapper.generate_wrapper                    the Python function that runs a graph

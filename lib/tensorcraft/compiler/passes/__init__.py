@@ -7,6 +7,7 @@ A pass works on ``graph.copy()`` and changes it only through the graph's methods
     constant_folding.fold_constants      compute once what depends only on constants (and frozen params)
     cse.eliminate_common_subexpressions  one node for each repeated computation
     conv_bn.fold_conv_batchnorm          conv -> batchnorm (-> relu) into one conv, in eval mode
+                                         (conv_bn.fold_conv_bn computes the folded weight and bias)
     decompose.decompose                  softmax / layer_norm into elementwise ops and reductions (by name only)
     fusion.fuse_elementwise              chains of elementwise ops (+ a last-axis reduction) into Kernels
                                          (fusion.group_fusible chooses the groups)
