@@ -50,12 +50,12 @@ def _load(path: str, _mtime: int) -> Config:
     return PyFileConfigLoader(file.name, path=str(file.parent)).load_config()
 
 
-def _instance(step, config: Config, **kwargs) -> Preprocessor:
+def _instance(step, config: Config) -> Preprocessor:
     """A configured preprocessor from what an nbgrader list may hold: a class, a dotted name, an instance."""
     if isinstance(step, Preprocessor):
         return step
     cls = import_item(step) if isinstance(step, str) else step
-    return cls(config=config, **kwargs)
+    return cls(config=config)
 
 
 def _class(step) -> type:
