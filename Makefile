@@ -2,13 +2,15 @@
 #   make course   set up .venv, build the learner notebooks, open JupyterLab on the course home
 #   make test     set up .venv (and Chromium, for the browser test), run the whole test suite
 # Everything installs into .venv in this folder; nothing is needed beforehand but python3 (>= 3.10).
+# For instructors (README, "For instructors"):
+#   make instructor   JupyterLab in the course directory with nbgrader's instructor tools
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup browser course test check clean-venv
+.PHONY: setup browser course instructor test check clean-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,9 +25,22 @@ NO_BROWSER := $(if $(or $(DISPLAY),$(WAYLAND_DISPLAY),$(filter Darwin,$(shell un
 # Jupyter refuses to run as root (containers, CI machines) unless told that is intended.
 AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# Who sees what in JupyterLab: a Jupyter config directory per role, put first on Jupyter's search
+# path (grader/jupyter/README.md). A learner gets no instructor tools and no news prompt.
+LEARNER_JUPYTER    := $(CURDIR)/grader/jupyter/learner
+INSTRUCTOR_JUPYTER := $(CURDIR)/grader/jupyter/instructor
+
 course: $(STAMP)
 	$(PY) -m grader build
-	$(PY) -m jupyter lab --notebook-dir=notebooks --LabApp.default_url=/lab/tree/course_home.ipynb \
+	JUPYTER_CONFIG_PATH=$(LEARNER_JUPYTER) $(PY) -m jupyter lab --notebook-dir=notebooks \
+		--LabApp.default_url=/lab/tree/course_home.ipynb $(NO_BROWSER) $(AS_ROOT) $(LAB_ARGS)
+
+# nbgrader's formgrader, course list and Create Assignment panel, in the course directory (where
+# its nbgrader_config.py applies), built first.
+COURSE_DIR ?= build/course
+instructor: $(STAMP)
+	$(PY) -m grader build --course $(COURSE_DIR)
+	cd $(COURSE_DIR) && JUPYTER_CONFIG_PATH=$(INSTRUCTOR_JUPYTER) $(abspath $(PY)) -m jupyter lab \
 		$(NO_BROWSER) $(AS_ROOT) $(LAB_ARGS)
 
 # The browser test (tests/e2e) drives Debian's Chromium; installed here where we may (root, apt-get).

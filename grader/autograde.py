@@ -2,15 +2,19 @@
 
 Per submission: the parent copies it into the course directory (nbgrader's
 ``submitted/<learner>/<assignment>/``) and registers it in the gradebook; a worker process
-executes it (``execute.execute_submission``, reading the gradebook only); the parent writes the
-autograded notebook, saves its scores (nbgrader's SaveAutoGrades: the one writer of the SQLite
-gradebook), then records the submission as done. A rerun skips every submission recorded as done
+executes it (``execute.execute_submission``: nbgrader's configured chains, reading the gradebook
+only); the parent writes the autograded notebook, runs the chain's gradebook writers (nbgrader's
+SaveAutoGrades and AssignLatePenalties: the one writer of the SQLite gradebook), then records the
+submission as done. A ``timestamp.txt`` beside a submitted notebook is its hand-in time, as in
+nbgrader's submitted/ folders: with the assignment's due date (``nbgrader db assignment add NAME
+--duedate=...``) it sets the late penalty of the configured ``LateSubmissionPlugin``. A rerun skips every submission recorded as done
 whose file and whose assignment's source (its tests) have not changed since, so a run killed
 half-way resumes where it stopped and loses nothing it had finished. Afterwards: the CSV of scores
 and the feedback HTML.
 """
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import multiprocessing
@@ -25,13 +29,14 @@ from pathlib import Path
 
 import nbformat
 from nbgrader.api import Gradebook
-from nbgrader.preprocessors import SaveAutoGrades
+from nbgrader.utils import parse_utc
 from tqdm import tqdm
 
 from .course import DEFAULT_COURSE, Course, put_python_scripts_on_path
 from .execute import Executed, execute_submission
 from .export import write_csv
 from .feedback import feedback_exporter, stale_feedback, write_feedback
+from .pipeline import course_config, gradebook_writers, run
 from .submissions import Submission, find_submissions
 
 
@@ -63,10 +68,36 @@ def _done_marker(course: Course, submission: Submission) -> Path:
     return course.root / "grader_state" / submission.learner / f"{submission.assignment}.json"
 
 
+def _config_file(course: Course) -> Path:
+    return course.root / "nbgrader_config.py"
+
+
+def _timestamp_file(submission: Submission) -> Path:
+    """Where a submission's hand-in time is read from: ``timestamp.txt`` in the notebook's folder."""
+    return submission.path.with_name("timestamp.txt")
+
+
+def _hand_in_time(submission: Submission) -> datetime.datetime | None:
+    """The time in the submission's timestamp.txt, read as nbgrader reads it (parse_utc; a time
+    without a zone is UTC); None without one. ValueError for a time it cannot read."""
+    file = _timestamp_file(submission)
+    text = file.read_text().strip() if file.is_file() else ""
+    if not text:
+        return None
+    try:
+        return parse_utc(text)
+    except (ValueError, OverflowError) as error:
+        raise ValueError(f"{file}: not a time nbgrader can read ({text[:40]!r}: {error}); write it as "
+                         "'2027-01-31 17:05:00 UTC'") from None
+
+
 def _fingerprint(course: Course, submission: Submission) -> dict[str, str]:
-    """What a grade depends on: the learner's file, and the assignment's source (its tests)."""
+    """What a grade depends on: the learner's file, its hand-in time, and the assignment's source (its tests)."""
     source = hashlib.sha256(course.source(submission.assignment).read_bytes()).hexdigest()
-    return {"submission_sha256": submission.sha256(), "source_sha256": source}
+    fingerprint = {"submission_sha256": submission.sha256(), "source_sha256": source}
+    if _timestamp_file(submission).is_file():
+        fingerprint["timestamp"] = _timestamp_file(submission).read_text().strip()
+    return fingerprint
 
 
 def _is_done(course: Course, submission: Submission) -> bool:
@@ -86,27 +117,40 @@ def _mark_done(course: Course, submission: Submission, fingerprint: dict[str, st
 
 # ---------------------------------------------------------------- parent-side steps
 
-def _register(course: Course, todo: list[Submission]) -> dict[Submission, dict[str, str]]:
-    """Copy each submission into submitted/ and create its learner and submission in the gradebook;
-    return each one's fingerprint as it was when grading started."""
-    hashes = {}
+def _register(course: Course, todo: list[Submission]) -> tuple[dict[Submission, dict[str, str]], dict[Submission, str]]:
+    """Copy each submission (and its timestamp.txt) into submitted/ and create its learner and
+    submission in the gradebook, with its hand-in time; return each one's fingerprint as it was when
+    grading started, and why each one that cannot be graded (an unreadable timestamp.txt) cannot."""
+    hashes, problems = {}, {}
     with Gradebook(course.db_url) as gradebook, warnings.catch_warnings():
         # nbgrader's update_or_create_submission trips SQLAlchemy autoflush warnings; they are harmless
         warnings.filterwarnings("ignore", message=".*not in session.*")
         for submission in todo:
+            try:
+                timestamp = _hand_in_time(submission)
+            except ValueError as error:
+                problems[submission] = str(error)
+                continue
             hashes[submission] = _fingerprint(course, submission)
             target = course.submitted(submission.learner, submission.assignment)
             target.parent.mkdir(parents=True, exist_ok=True)
             partial = target.with_suffix(".partial")
             shutil.copyfile(submission.path, partial)
             os.replace(partial, target)
+            stamp = target.with_name("timestamp.txt")
+            if _timestamp_file(submission).is_file():
+                shutil.copyfile(_timestamp_file(submission), stamp)
+            else:
+                stamp.unlink(missing_ok=True)
             gradebook.update_or_create_student(submission.learner)
-            gradebook.update_or_create_submission(submission.assignment, submission.learner)
-    return hashes
+            gradebook.update_or_create_submission(submission.assignment, submission.learner,
+                                                  **({"timestamp": timestamp} if timestamp else {}))
+    return hashes, problems
 
 
-def _save(course: Course, executed: Executed) -> tuple[float, float]:
-    """Write the autograded notebook and save its scores; the only gradebook writes of grading."""
+def _save(course: Course, executed: Executed) -> tuple[float, float, float]:
+    """Write the autograded notebook and run the configured gradebook writers (scores, late
+    penalty); the only gradebook writes of grading."""
     notebook = nbformat.reads(executed.notebook_json, as_version=4)
     target = course.autograded(executed.learner, executed.assignment)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -115,10 +159,10 @@ def _save(course: Course, executed: Executed) -> tuple[float, float]:
     os.replace(partial, target)
     resources = {"nbgrader": {"student": executed.learner, "assignment": executed.assignment,
                               "notebook": executed.assignment, "db_url": course.db_url}}
-    SaveAutoGrades().preprocess(notebook, resources)
+    run(gradebook_writers(course_config(_config_file(course))), notebook, resources)
     with Gradebook(course.db_url) as gradebook:
         graded = gradebook.find_submission_notebook(executed.assignment, executed.assignment, executed.learner)
-        return graded.score, graded.max_score
+        return graded.score, graded.max_score, graded.late_submission_penalty or 0.0
 
 
 # ---------------------------------------------------------------- the whole run
@@ -129,10 +173,11 @@ def _leave_ctrl_c_to_the_parent() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def autograde(folder: Path, course: Course, *, workers: int | None = None, timeout: int = 30,
+def autograde(folder: Path, course: Course, *, workers: int | None = None, timeout: int | None = None,
               csv_path: Path | None = None, feedback: bool = True, force: bool = False,
               progress: bool = True) -> Summary:
-    """Grade every submission in ``folder`` that is not graded yet (all of them with ``force``)."""
+    """Grade every submission in ``folder`` that is not graded yet (all of them with ``force``).
+    ``timeout``: seconds a cell may run (default: the course config's ``Execute.timeout``)."""
     started = time.perf_counter()
     put_python_scripts_on_path()
     assignments = course.assignments()
@@ -142,7 +187,9 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
     submissions, skipped_files = find_submissions(folder, assignments)
     outcomes = [Outcome(s, "skipped") for s in submissions if not force and _is_done(course, s)]
     todo = [s for s in submissions if force or not _is_done(course, s)]
-    hashes = _register(course, todo)
+    hashes, problems = _register(course, todo)
+    outcomes += [Outcome(s, "error", notes=[why]) for s, why in problems.items()]
+    todo = [s for s in todo if s in hashes]
 
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     bar = tqdm(total=len(todo), desc="autograde", unit="notebook", disable=not progress or not todo)
@@ -150,7 +197,7 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
                              initializer=_leave_ctrl_c_to_the_parent) as pool:
         futures = {pool.submit(execute_submission, course.submitted(s.learner, s.assignment),
                                course.autograded(s.learner, s.assignment).parent, course.db_url,
-                               s.learner, s.assignment, timeout): s for s in todo}
+                               s.learner, s.assignment, timeout, _config_file(course)): s for s in todo}
         try:
             for future in as_completed(futures):
                 submission = futures[future]
@@ -166,9 +213,10 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
                                      "previous submission")
                     outcomes.append(Outcome(submission, "error", notes=notes))
                 else:
-                    score, max_score = _save(course, executed)
+                    score, max_score, penalty = _save(course, executed)
                     _mark_done(course, submission, hashes[submission])
-                    outcomes.append(Outcome(submission, "graded", score, max_score, executed.notes))
+                    late = [f"handed in late: {penalty:g} points off"] if penalty else []
+                    outcomes.append(Outcome(submission, "graded", score, max_score, executed.notes + late))
                 bar.update(1)
                 bar.set_postfix_str(f"{submission.learner}/{submission.assignment}")
         except KeyboardInterrupt:
@@ -182,7 +230,7 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
     csv_written = write_csv(course, csv_path or course.root / "grades.csv")
     written = []
     if feedback:
-        exporter = feedback_exporter()
+        exporter = feedback_exporter(course)
         written = [write_feedback(course, learner, assignment, exporter)
                    for learner, assignment in stale_feedback(course)]
     outcomes.sort(key=lambda o: (o.submission.learner, o.submission.assignment))

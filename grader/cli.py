@@ -52,7 +52,7 @@ def _feedback(args: argparse.Namespace) -> int:
     course = Course(args.course)
     pairs = stale_feedback(course) if not args.all else [
         (p.parts[-3], p.parts[-2]) for p in sorted((course.root / "autograded").glob("*/*/*.ipynb"))]
-    exporter = feedback_exporter()
+    exporter = feedback_exporter(course)
     for learner, assignment in pairs:
         print(f"feedback {write_feedback(course, learner, assignment, exporter)}")
     print(f"{len(pairs)} feedback file(s) written")
@@ -83,7 +83,8 @@ def parser() -> argparse.ArgumentParser:
     grade.add_argument("submissions", type=Path, help="folder with one sub-folder per learner")
     grade.add_argument("--workers", type=int, default=os.cpu_count(),
                        help="notebooks executed at once (default: one per core, here %(default)s)")
-    grade.add_argument("--timeout", type=int, default=30, help="seconds a cell may run (default: %(default)s)")
+    grade.add_argument("--timeout", type=int,
+                       help="seconds a cell may run (default: c.Execute.timeout of the course's nbgrader_config.py)")
     grade.add_argument("--csv", type=Path, help="where to write the scores (default: COURSE/grades.csv)")
     grade.add_argument("--no-feedback", action="store_true", help="skip writing feedback HTML")
     grade.add_argument("--force", action="store_true", help="regrade submissions already graded")

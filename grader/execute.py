@@ -19,8 +19,9 @@ from pathlib import Path
 import nbformat
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
-from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds, Execute, LimitOutput,
-                                    OverwriteCells, OverwriteKernelspec)
+from nbgrader.preprocessors import Execute
+
+from . import pipeline
 
 
 def _error_output(ename: str, evalue: str) -> NotebookNode:
@@ -84,8 +85,10 @@ class Executed:
 
 
 def execute_submission(submitted: Path, autograded_dir: Path, db_url: str, learner: str, assignment: str,
-                       timeout: int) -> Executed:
-    """Sanitize and execute one submission; read-only on the gradebook. Runs in a worker process."""
+                       timeout: int | None, config_file: Path | None = None) -> Executed:
+    """Sanitize and execute one submission with nbgrader's configured chains (``pipeline``; the
+    course's ``config_file``, ``timeout`` over its ``Execute.timeout``); read-only on the gradebook.
+    Runs in a worker process."""
     try:
         notebook = nbformat.read(submitted, as_version=4)
     except Exception as error:  # not a notebook at all: reported, the batch goes on
@@ -95,21 +98,19 @@ def execute_submission(submitted: Path, autograded_dir: Path, db_url: str, learn
                  "metadata": {"path": str(autograded_dir)}}
     autograded_dir.mkdir(parents=True, exist_ok=True)
     try:
-        for step in (ClearOutput(), DeduplicateIds(), OverwriteKernelspec(), OverwriteCells(), CheckCellMetadata()):
-            notebook, resources = step.preprocess(notebook, resources)
-        executor = GuardedExecute(timeout=timeout)
+        chains = pipeline.build_chains(pipeline.course_config(config_file), GuardedExecute,
+                                       **({"timeout": timeout} if timeout is not None else {}))
+        notebook, resources = pipeline.run(chains.sanitize, notebook, resources)
         previous = os.environ.get("NBGRADER_EXECUTION")
         os.environ["NBGRADER_EXECUTION"] = "autograde"
         try:
-            notebook, resources = executor.preprocess(notebook, resources)
+            notebook, resources = pipeline.run(chains.autograde, notebook, resources)
         finally:
             if previous is None:
                 os.environ.pop("NBGRADER_EXECUTION", None)
             else:
                 os.environ["NBGRADER_EXECUTION"] = previous
-        notebook, resources = LimitOutput().preprocess(notebook, resources)
-        notebook, resources = CheckCellMetadata().preprocess(notebook, resources)
     except Exception as error:
         return Executed(learner, assignment, problem=f"could not grade {submitted}: {type(error).__name__}: {error}")
-    notes = [executor.lost] if executor.lost else []
+    notes = [step.lost for step in chains.autograde if isinstance(step, GuardedExecute) and step.lost]
     return Executed(learner, assignment, nbformat.writes(notebook), notes=notes)

@@ -1,5 +1,7 @@
 """Scores out of the gradebook into a CSV: one row per learner and assignment, one column per
-graded cell of the assignments handed in, then the total."""
+graded cell of the assignments handed in, then the total, the maximum, and the late penalty
+(nbgrader's ``late_submission_penalty``: points the instructor's late-submission policy takes off
+the total; 0 for a submission on time or without a penalty method)."""
 from __future__ import annotations
 
 import csv
@@ -27,8 +29,9 @@ def score_rows(course: Course) -> tuple[list[str], list[dict[str, object]]]:
                     for grade in submission.grades:
                         row[grade.name] = _number(grade.score)
                     row["total"], row["max"] = _number(submission.score), _number(submission.max_score)
+                    row["late_penalty"] = _number(submission.late_submission_penalty or 0)
                     rows.append(row)
-    return ["learner", "assignment", *columns, "total", "max"], rows
+    return ["learner", "assignment", *columns, "total", "max", "late_penalty"], rows
 
 
 def _number(value: float | None) -> object:

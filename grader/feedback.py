@@ -1,39 +1,32 @@
 """Feedback HTML for one graded notebook: outputs and scores of every cell, without the source
-of the hidden tests (nbgrader's feedback template, its ClearHiddenTests preprocessor, and
-tracebacks of test cells cut to their last line, since they quote the hidden lines)."""
+of the hidden tests. The exporter is nbgrader's GenerateFeedback one, with the preprocessors the
+course's nbgrader_config.py lists (``GenerateFeedback.preprocessors``: the only place they are
+kept, so that `nbgrader generate_feedback` and `python -m grader feedback` agree): nbgrader's
+ClearHiddenTests, and tracebacks of test cells cut to their last line, since they quote the
+hidden lines."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-import nbgrader
 from nbconvert import HTMLExporter
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades
-from traitlets.config import Config
 
 from .course import Course
-from .feedback_tracebacks import ShortenTestCellTracebacks
-
-_NBGRADER = Path(nbgrader.__file__).parent
+from .pipeline import course_config, feedback_steps
 
 
-def feedback_exporter() -> HTMLExporter:
-    """The exporter nbgrader's generate_feedback uses, with hidden tests cleared from the source."""
-    config = Config()
-    config.HTMLExporter.template_name = "feedback"
-    config.HTMLExporter.extra_template_basedirs = [str(_NBGRADER / "server_extensions" / "formgrader" / "templates")]
-    config.HTMLExporter.extra_template_paths = [
-        str(_NBGRADER / "server_extensions" / "formgrader" / "static" / "node_modules" / "bootstrap" / "dist" / "css")]
+def feedback_exporter(course: Course) -> HTMLExporter:
+    """The exporter nbgrader's generate_feedback uses, as the course's config sets it up."""
+    config, steps = feedback_steps(course_config(course.root / "nbgrader_config.py"))
     exporter = HTMLExporter(config=config)
-    for step in (GetGrades, ClearHiddenTests, ShortenTestCellTracebacks, CSSHTMLHeaderPreprocessor):
+    for step in steps:
         exporter.register_preprocessor(step, enabled=True)
     return exporter
 
 
 def write_feedback(course: Course, learner: str, assignment: str, exporter: HTMLExporter | None = None) -> Path:
     """Render ``autograded/<learner>/<assignment>`` to ``feedback/<learner>/<assignment>/<assignment>.html``."""
-    exporter = exporter or feedback_exporter()
+    exporter = exporter or feedback_exporter(course)
     resources = {"nbgrader": {"student": learner, "assignment": assignment, "notebook": assignment,
                               "db_url": course.db_url}}
     html, _ = exporter.from_filename(str(course.autograded(learner, assignment)), resources=resources)

@@ -21,3 +21,14 @@ c.GenerateFeedback.preprocessors = [
     "grader.feedback_tracebacks.ShortenTestCellTracebacks",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
+
+# Autograding runs nbgrader's own chains, Autograde.sanitize_preprocessors and
+# Autograde.autograde_preprocessors (grader/pipeline.py): what is set here for them (say
+# c.IgnorePattern.pattern, c.LimitOutput.max_lines, c.ClearMetadataPreprocessor.enabled) applies to
+# `python -m grader autograde` exactly as to `nbgrader autograde`.
+
+# Late submissions: a submission's timestamp.txt against its assignment's due date
+# (`nbgrader db assignment add NAME --duedate="2027-01-31 17:00:00 UTC"` in this directory).
+# 'none' records how late it was and takes nothing off; 'zero' takes the whole score off.
+# A plugin of one's own: c.AssignLatePenalties.plugin_class = "module.ClassName".
+c.LateSubmissionPlugin.penalty_method = "none"

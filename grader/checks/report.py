@@ -1,9 +1,31 @@
-"""What a check tells the learner: one line per group of cases, per device."""
+"""What a check tells the learner: one line per group of cases, per device, laid out at a width
+that reads without scrolling in a narrow JupyterLab pane and in the feedback HTML: a long detail
+or hint wraps onto lines indented under the group's title."""
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 
 PASS, FAIL, PENDING = "✓", "✗", "…"
+WIDTH = 92                  # columns of a report line, indentation included
+INDENT = " " * 9            # continuation lines start under the group's title: "  ✗ cpu  "
+
+
+def wrap(text: str, first: str = "", rest: str = INDENT) -> str:
+    """``first + text`` wrapped at WIDTH, continuation lines indented by ``rest``. Words are never
+    split (a long tensor or name stays whole, on a line of its own), and the text's own line
+    breaks are kept."""
+    lines = []
+    for number, paragraph in enumerate(text.split("\n")):
+        lines += textwrap.wrap(paragraph, WIDTH, initial_indent=first if number == 0 else rest,
+                               subsequent_indent=rest, break_long_words=False, break_on_hyphens=False) or [rest]
+    return "\n".join(lines)
+
+
+
+def flat(text: str) -> str:
+    """``text`` on one line with single spaces: what a report says, whatever its wrapping (to search it)."""
+    return " ".join(text.split())
 
 
 @dataclass
@@ -19,9 +41,9 @@ class GroupOutcome:
         head = f"  {self.status} {self.device:<4} {self.title} ({self.cases} case{'s' * (self.cases != 1)})"
         if self.status == PASS:
             return head
-        text = f"{head}: {self.detail}"
+        text = wrap(f"{head}: {self.detail}")
         if self.hint:
-            text += f"\n         hint: {self.hint}"
+            text += "\n" + wrap(self.hint, first=f"{INDENT}hint: ", rest=INDENT + " " * len("hint: "))
         return text
 
 
@@ -53,20 +75,22 @@ class CheckReport:
 
     def text(self) -> str:
         kind = "hidden randomized cases" if self.hidden else "public cases"
-        lines = [f"{self.check}: {kind}"]
+        first = f"{self.check}: {kind}"
         if self.seed is not None:
             from .seed import SEED_VARIABLE
-            lines[0] += f", seed {self.seed} (set {SEED_VARIABLE}={self.seed} to draw the same cases)"
+            first += f", seed {self.seed} (set {SEED_VARIABLE}={self.seed} to draw the same cases)"
+        lines = [wrap(first, rest="  ")]
         lines += [o.line() for o in self.outcomes if o.status != PENDING]
         for device in sorted({o.device for o in self.pending}):  # one line per device that could not run
             groups = [o for o in self.pending if o.device == device]
-            lines.append(f"  {PENDING} {device:<4} pending, {len(groups)} group{'s' * (len(groups) != 1)} "
-                         f"not run: {groups[0].detail.removeprefix('pending: ')}")
+            lines.append(wrap(f"  {PENDING} {device:<4} pending, {len(groups)} group{'s' * (len(groups) != 1)} "
+                              f"not run: {groups[0].detail.removeprefix('pending: ')}"))
         ran = sorted({o.device for o in self.outcomes if o.status != PENDING})
         waiting = sorted({o.device for o in self.pending})
         if self.failed:
             lines.append(f"{self.failed_summary()}; read the lines marked {FAIL}.")
         else:
-            lines.append(f"All {kind} pass on {', '.join(ran)}."
-                         + (f" Pending (not run, not counted as passed): {', '.join(waiting)}." if waiting else ""))
+            lines.append(wrap(f"All {kind} pass on {', '.join(ran)}."
+                              + (f" Pending (not run, not counted as passed): {', '.join(waiting)}." if waiting else ""),
+                              rest=""))
         return "\n".join(lines)

@@ -25,6 +25,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "build" / "e2e"
+# the learner's JupyterLab settings, as `make course` applies them (tests/grader/test_lab_roles.py)
+LEARNER_JUPYTER = ROOT / "grader" / "jupyter" / "learner"
 CHROMIUM = os.environ.get("TENSORCRAFT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 SETTINGS = {
     # every cell stays in the page (JupyterLab otherwise detaches the cells scrolled out of view)
@@ -78,7 +80,8 @@ def lab(tmp_path_factory):
         (settings / name).write_text(json.dumps(values))
     progress = root / "progress.json"
     port, token = _free_port(), secrets.token_hex(16)
-    env = {**os.environ, "TENSORCRAFT_PROGRESS": str(progress), "JUPYTER_CONFIG_DIR": str(root / "config")}
+    env = {**os.environ, "TENSORCRAFT_PROGRESS": str(progress), "JUPYTER_CONFIG_DIR": str(root / "config"),
+           "JUPYTER_CONFIG_PATH": str(LEARNER_JUPYTER)}
     env.pop("NBGRADER_EXECUTION", None)
     log = root / "lab.log"
     command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--port-retries=0",

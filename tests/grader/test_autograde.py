@@ -71,13 +71,15 @@ def test_a_timeout_and_a_dead_kernel_leave_errors_in_the_autograded_cells(graded
 def test_csv_holds_per_exercise_and_total_scores(graded):
     course, _, summary = graded
     rows = list(csv.DictReader(summary.csv.open()))
-    assert list(rows[0]) == ["learner", "assignment", "normalize_rows_tests", "outer_tests", "total", "max"]
+    assert list(rows[0]) == ["learner", "assignment", "normalize_rows_tests", "outer_tests", "total", "max",
+                             "late_penalty"]
     by_learner = {row["learner"]: row for row in rows}
     assert sorted(by_learner) == sorted(fake_class.LEARNERS)
     for learner, expected in fake_class.EXPECTED.items():
         row = by_learner[learner]
         assert {k: float(row[k]) for k in expected} == expected
         assert float(row["total"]) == sum(expected.values()) and float(row["max"]) == fake_class.MAX_SCORE
+        assert float(row["late_penalty"]) == 0          # no timestamp.txt: on time
 
 
 def _text(page: Path) -> str:

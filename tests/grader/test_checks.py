@@ -8,7 +8,7 @@ import torch
 from grader.checks import nb00_welcome
 from grader.checks.compare import mismatch
 from grader.checks.exercise import Case, Exercise, Group
-from grader.checks.report import FAIL, PASS, PENDING
+from grader.checks.report import FAIL, PASS, PENDING, flat
 from grader.checks.seed import SEED_VARIABLE
 from grader.checks.tripwire import ForbiddenCallError, tripwires
 from grader.mutants import mutants_for
@@ -46,7 +46,7 @@ def test_tripwire_on_an_unknown_name_says_which():
 def test_check_reports_a_forbidden_call_and_leaves_torch_unharmed(capsys):
     with pytest.raises(AssertionError):
         nb00_welcome.check_outer(lambda a, b: torch.outer(a, b))
-    assert "your code called torch.outer" in capsys.readouterr().out
+    assert "your code called torch.outer" in flat(capsys.readouterr().out)
     assert torch.outer(torch.ones(2), torch.ones(3)).shape == (2, 3)
 
 
@@ -67,7 +67,7 @@ def _helper_that_delegates(a, b):
 def test_a_forbidden_function_captured_before_the_check_is_caught(learner, capsys):
     with pytest.raises(AssertionError):
         nb00_welcome.check_outer(learner)
-    out = capsys.readouterr().out
+    out = flat(capsys.readouterr().out)
     assert "your code uses torch.outer" in out
     assert "through the name 'a default" not in out       # a default argument is named as one
 
@@ -132,7 +132,7 @@ def test_cuda_cases_run_where_there_is_a_gpu():
 
 def test_check_passes_silently_on_a_correct_answer_and_raises_on_a_wrong_one(capsys):
     nb00_welcome.check_outer(correct_outer)
-    assert "✓ cpu" in capsys.readouterr().out
+    assert "✓ cpu" in flat(capsys.readouterr().out)
     with pytest.raises(AssertionError, match="check_outer"):
         nb00_welcome.check_outer(lambda a, b: correct_outer(a, b) + 1)
 
@@ -156,15 +156,15 @@ def test_a_learner_result_equal_to_a_mutant_gets_that_mutants_hint(capsys):
     transposed = next(m for m in mutants_for("nb00_welcome.outer") if m.name == "outer_transposed")
     with pytest.raises(AssertionError):
         nb00_welcome.check_outer(lambda a, b: b[:, None] * a[None, :])
-    assert transposed.hint in capsys.readouterr().out
+    assert flat(transposed.hint) in flat(capsys.readouterr().out)
 
 
 def test_an_unexplained_wrong_result_gets_the_generic_hint(capsys):
     with pytest.raises(AssertionError):
         nb00_welcome.check_outer(lambda a, b: correct_outer(a, b) * 3)
-    out = capsys.readouterr().out
-    assert OUTER.hint in out
-    assert not any(m.hint in out for m in mutants_for(OUTER.id))
+    out = flat(capsys.readouterr().out)
+    assert flat(OUTER.hint) in out
+    assert not any(flat(m.hint) in out for m in mutants_for(OUTER.id))
 
 
 def test_not_implemented_and_crashes_are_reported_not_raised_through(capsys):
@@ -172,10 +172,10 @@ def test_not_implemented_and_crashes_are_reported_not_raised_through(capsys):
         raise NotImplementedError()
     with pytest.raises(AssertionError):
         nb00_welcome.check_outer(stub)
-    assert "still raises NotImplementedError" in capsys.readouterr().out
+    assert "still raises NotImplementedError" in flat(capsys.readouterr().out)
     with pytest.raises(AssertionError):
         nb00_welcome.check_outer(lambda a, b: a.no_such_method())
-    assert "raised AttributeError" in capsys.readouterr().out
+    assert "raised AttributeError" in flat(capsys.readouterr().out)
 
 
 def test_inputs_edited_in_place_do_not_change_the_expected_result_and_fail_the_case():
@@ -207,7 +207,7 @@ def test_hidden_cases_come_from_the_seed_and_the_variable_reproduces_them(monkey
     assert any(x.shape != y.shape or not torch.equal(x, y) for a, b in zip(draws(1), draws(2)) for x, y in zip(a, b))
     monkeypatch.setenv(SEED_VARIABLE, "777")
     nb00_welcome.check_outer(correct_outer, hidden=True)
-    assert "seed 777" in capsys.readouterr().out
+    assert "seed 777" in flat(capsys.readouterr().out)
     monkeypatch.setenv(SEED_VARIABLE, "not a number")
     with pytest.raises(ValueError, match=SEED_VARIABLE):
         nb00_welcome.check_outer(correct_outer, hidden=True)
@@ -332,3 +332,25 @@ def test_call_plugs_the_learners_stage_into_a_pipeline():
         call=lambda combine, a, b: combine(a, b) * 1)
     assert pipeline.run(lambda a, b: a + b, cuda_available=False).passed
     assert pipeline.run(lambda a, b: a - b, cuda_available=False).failed
+
+
+def test_a_report_reads_without_scrolling_and_loses_no_word():
+    """Long details and hints wrap at the report's width, indented under the group's title."""
+    from grader.checks.report import WIDTH, CheckReport, GroupOutcome
+    detail = ("case 3 of 12 (a float64 of shape (5,), b float64 of shape (3,)): values differ at 3 of 15 "
+              "positions; first at index (0, 1): expected 0.25, got 0.75")
+    hint = ("your result is the transpose of outer(a, b): result[i, j] must be a[i] * b[j], and yours is "
+            "a[j] * b[i]; index a by the rows and b by the columns " + "x" * 120)
+    report = CheckReport("check_outer", hidden=True, seed=123456789, outcomes=[
+        GroupOutcome("cpu", "vectors of several lengths, float32 and float64", 12, FAIL, detail, hint),
+        GroupOutcome("cuda", "the same on the GPU", 3, PENDING, "pending: no CUDA device on this machine "
+                     "(torch.cuda.is_available() is False), so these groups were not run here")])
+    lines = report.text().splitlines()
+    assert all(len(line) <= WIDTH for line in lines if "x" * 120 not in line), report.text()
+    assert len(lines) > 6                               # it did wrap
+    hint_line = next(i for i, line in enumerate(lines) if line.lstrip().startswith("hint: "))
+    assert lines[hint_line].startswith(" " * 9 + "hint: ") and lines[hint_line + 1].startswith(" " * 15)
+    failed_line = next(i for i, line in enumerate(lines) if line.startswith(f"  {FAIL} cpu"))
+    assert hint_line > failed_line + 1                  # the detail took more than one line
+    assert all(line.startswith(" " * 9) for line in lines[failed_line + 1:hint_line])   # under the title
+    assert flat(detail) in flat(report.text()) and flat(hint) in flat(report.text())
