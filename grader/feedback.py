@@ -4,6 +4,7 @@ tracebacks of test cells cut to their last line, since they quote the hidden lin
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import nbgrader
@@ -14,6 +15,7 @@ from traitlets.config import Config
 
 from .course import Course
 from .feedback_tracebacks import ShortenTestCellTracebacks
+from .submissions import EXCHANGE_FILES
 
 _NBGRADER = Path(nbgrader.__file__).parent
 
@@ -32,7 +34,8 @@ def feedback_exporter() -> HTMLExporter:
 
 
 def write_feedback(course: Course, learner: str, assignment: str, exporter: HTMLExporter | None = None) -> Path:
-    """Render ``autograded/<learner>/<assignment>`` to ``feedback/<learner>/<assignment>/<assignment>.html``."""
+    """Render ``autograded/<learner>/<assignment>`` to ``feedback/<learner>/<assignment>/<assignment>.html``,
+    beside the exchange's files of the submission when it came through nbgrader's exchange."""
     exporter = exporter or feedback_exporter()
     resources = {"nbgrader": {"student": learner, "assignment": assignment, "notebook": assignment,
                               "db_url": course.db_url}}
@@ -42,6 +45,9 @@ def write_feedback(course: Course, learner: str, assignment: str, exporter: HTML
     partial = target.with_suffix(".html.partial")
     partial.write_text(html, encoding="utf-8")
     os.replace(partial, target)
+    for name in EXCHANGE_FILES:   # what `nbgrader release_feedback` reads to address the learner
+        if (course.submitted(learner, assignment).parent / name).is_file():
+            shutil.copyfile(course.submitted(learner, assignment).parent / name, target.parent / name)
     return target
 
 
