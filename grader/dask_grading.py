@@ -271,7 +271,7 @@ def _identity(value):
 
 
 def _versions() -> dict[str, str]:
-    found = {"python": sys.version.split()[0]}
+    found = {"python": ".".join(map(str, sys.version_info[:2]))}
     for name in SAME_VERSIONS:
         try:
             found[name] = metadata.version(name)

@@ -16,9 +16,7 @@ from nbgrader.api import Gradebook
 
 from grader.autograde import autograde
 from grader.course import Course, put_python_scripts_on_path
-
-distributed = pytest.importorskip("distributed", reason="grading on Dask needs the `distributed` package")
-from grader.dask_grading import DaskPool  # noqa: E402
+from grader.dask_grading import DaskPool
 
 _spec = importlib.util.spec_from_file_location("fake_class", Path(__file__).with_name("fake_class.py"))
 fake_class = importlib.util.module_from_spec(_spec)
