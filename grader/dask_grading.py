@@ -16,9 +16,8 @@ course directory are sent as paths relative to it and re-rooted on the worker.
 On the worker, notebooks run in a child process (``python -m grader.dask_grading``), as they run in
 a pool process locally, so that a notebook that kills the process running it (its kernel's parent)
 kills only that child: the child is replaced, and the submission is scored 0 in every cell, with
-the reason in its feedback, not lost. A
-worker that dies for any reason (a machine lost, memory) is replaced by its nanny and Dask runs its
-calls again elsewhere. Workers need the same Python environment as the instructor (checked when
+the reason in its feedback, not lost. A worker that dies for any reason (a machine lost, memory)
+is replaced by its nanny, and Dask runs its calls again elsewhere. Workers need the same Python environment as the instructor (checked when
 connecting) and should run one thread each (``dask worker ADDRESS --nthreads 1 --nworkers N``):
 the calls of one worker run one at a time.
 """
