@@ -23,7 +23,7 @@ import shutil
 import signal
 import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,9 +134,11 @@ def _register(course: Course, todo: list[Submission]) -> tuple[dict[Submission, 
             hashes[submission] = _fingerprint(course, submission)
             target = course.submitted(submission.learner, submission.assignment)
             target.parent.mkdir(parents=True, exist_ok=True)
-            partial = target.with_suffix(".partial")
-            shutil.copyfile(submission.path, partial)
-            os.replace(partial, target)
+            exchange_files = [(c, target.parent / c.name) for c in submission.companions if c.name != "timestamp.txt"]
+            for source, copy in [(submission.path, target)] + exchange_files:
+                partial = copy.with_name(copy.name + ".partial")
+                shutil.copyfile(source, partial)
+                os.replace(partial, copy)
             stamp = target.with_name("timestamp.txt")
             if _timestamp_file(submission).is_file():
                 shutil.copyfile(_timestamp_file(submission), stamp)
@@ -175,9 +177,10 @@ def _leave_ctrl_c_to_the_parent() -> None:
 
 def autograde(folder: Path, course: Course, *, workers: int | None = None, timeout: int | None = None,
               csv_path: Path | None = None, feedback: bool = True, force: bool = False,
-              progress: bool = True) -> Summary:
+              progress: bool = True, pool: Executor | None = None) -> Summary:
     """Grade every submission in ``folder`` that is not graded yet (all of them with ``force``).
-    ``timeout``: seconds a cell may run (default: the course config's ``Execute.timeout``)."""
+    ``timeout``: seconds a cell may run (default: the course config's ``Execute.timeout``).
+    The notebooks run in ``pool`` (a ``dask_grading.DaskPool``, say), by default in local processes."""
     started = time.perf_counter()
     put_python_scripts_on_path()
     assignments = course.assignments()
@@ -193,8 +196,8 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
 
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     bar = tqdm(total=len(todo), desc="autograde", unit="notebook", disable=not progress or not todo)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_leave_ctrl_c_to_the_parent) as pool:
+    with pool or ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                     initializer=_leave_ctrl_c_to_the_parent) as pool:
         futures = {pool.submit(execute_submission, course.submitted(s.learner, s.assignment),
                                course.autograded(s.learner, s.assignment).parent, course.db_url,
                                s.learner, s.assignment, timeout, _config_file(course)): s for s in todo}

@@ -34,9 +34,17 @@ def _check(args: argparse.Namespace) -> int:
 def _autograde(args: argparse.Namespace) -> int:
     from .autograde import autograde, print_summary
     course = Course(args.course)
+    pool = None
+    if args.dask:
+        from .dask_grading import DaskPool
+        try:
+            pool = DaskPool(args.dask, course)
+        except (OSError, RuntimeError) as error:   # no scheduler there, or workers unlike this machine
+            print(f"error: cannot grade on the Dask cluster at {args.dask}: {error}", file=sys.stderr)
+            return 2
     try:
         summary = autograde(args.submissions, course, workers=args.workers, timeout=args.timeout,
-                            csv_path=args.csv, feedback=not args.no_feedback, force=args.force)
+                            csv_path=args.csv, feedback=not args.no_feedback, force=args.force, pool=pool)
     except KeyboardInterrupt:
         print("\ninterrupted: every notebook graded before the interrupt is saved; run the same command "
               "again to grade the rest (no CSV or feedback was written this time)", file=sys.stderr)
@@ -79,7 +87,7 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--timeout", type=int, default=60, help="seconds a cell may run (default: %(default)s)")
     check.set_defaults(run=_check)
 
-    grade = commands.add_parser("autograde", parents=[common], help="grade SUBMISSIONS/<learner>/<assignment>.ipynb in parallel")
+    grade = commands.add_parser("autograde", parents=[common], help="grade SUBMISSIONS/<learner>/<assignment>.ipynb (or nbgrader's submitted/ folder) in parallel")
     grade.add_argument("submissions", type=Path, help="folder with one sub-folder per learner")
     grade.add_argument("--workers", type=int, default=os.cpu_count(),
                        help="notebooks executed at once (default: one per core, here %(default)s)")
@@ -88,6 +96,8 @@ def parser() -> argparse.ArgumentParser:
     grade.add_argument("--csv", type=Path, help="where to write the scores (default: COURSE/grades.csv)")
     grade.add_argument("--no-feedback", action="store_true", help="skip writing feedback HTML")
     grade.add_argument("--force", action="store_true", help="regrade submissions already graded")
+    grade.add_argument("--dask", metavar="ADDRESS", help="run the notebooks on this Dask scheduler "
+                       "(tcp://host:8786) instead of local processes; see grader/dask_grading.py")
     grade.set_defaults(run=_autograde)
 
     feedback = commands.add_parser("feedback", parents=[common], help="write feedback HTML (no hidden-test source) for graded notebooks")

@@ -7,12 +7,14 @@ hidden lines."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from nbconvert import HTMLExporter
 
 from .course import Course
 from .pipeline import course_config, feedback_steps
+from .submissions import EXCHANGE_FILES
 
 
 def feedback_exporter(course: Course) -> HTMLExporter:
@@ -25,7 +27,8 @@ def feedback_exporter(course: Course) -> HTMLExporter:
 
 
 def write_feedback(course: Course, learner: str, assignment: str, exporter: HTMLExporter | None = None) -> Path:
-    """Render ``autograded/<learner>/<assignment>`` to ``feedback/<learner>/<assignment>/<assignment>.html``."""
+    """Render ``autograded/<learner>/<assignment>`` to ``feedback/<learner>/<assignment>/<assignment>.html``,
+    beside the exchange's files of the submission when it came through nbgrader's exchange."""
     exporter = exporter or feedback_exporter(course)
     resources = {"nbgrader": {"student": learner, "assignment": assignment, "notebook": assignment,
                               "db_url": course.db_url}}
@@ -35,6 +38,9 @@ def write_feedback(course: Course, learner: str, assignment: str, exporter: HTML
     partial = target.with_suffix(".html.partial")
     partial.write_text(html, encoding="utf-8")
     os.replace(partial, target)
+    for name in EXCHANGE_FILES:   # what `nbgrader release_feedback` reads to address the learner
+        if (course.submitted(learner, assignment).parent / name).is_file():
+            shutil.copyfile(course.submitted(learner, assignment).parent / name, target.parent / name)
     return target
 
 

@@ -54,7 +54,11 @@ HIDDEN_SOURCE = ("BEGIN HIDDEN TESTS", "check_outer(outer, hidden=True)",
 
 
 def submission(outer_body: str | None, rows_body: str | None) -> nbformat.NotebookNode:
-    notebook = nbformat.read(NOTEBOOKS / "00_welcome.ipynb", as_version=4)
+    return answered(nbformat.read(NOTEBOOKS / "00_welcome.ipynb", as_version=4), outer_body, rows_body)
+
+
+def answered(notebook: nbformat.NotebookNode, outer_body: str | None, rows_body: str | None) -> nbformat.NotebookNode:
+    """A copy of a notebook-00 release with these function bodies typed into its solution cells."""
     notebook = copy.deepcopy(notebook)
     for cell in notebook.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")

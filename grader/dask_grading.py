@@ -1,0 +1,336 @@
+"""`python -m grader autograde SUBMISSIONS --dask ADDRESS`: the notebook executions on a Dask cluster.
+
+``DaskPool`` stands where autograde's local process pool stands: autograde hands it the same calls
+(``execute_submission`` and its arguments) and gets back the same ``Executed`` values, so that the
+parent still registers the submissions, saves every score, writes the CSV and the feedback, and a
+run killed half-way resumes as a local one does. What changes is where a notebook runs: on a Dask
+worker, possibly on another machine that shares no folder with the instructor's.
+
+So each call carries what it needs. Once per run, a *kit* travels to every worker: a copy of the
+course directory's grading inputs (the gradebook reduced to the assignments' cells, with no
+learner in it; the release; nbgrader_config.py) and the course's code (``grader/``, whose checks
+the hidden tests call, and ``tensorcraft``), which the kernel imports first. Each call adds its
+learner's submitted folder (the notebook and the exchange's files beside it). Paths inside the
+course directory are sent as paths relative to it and re-rooted on the worker.
+
+On the worker, notebooks run in a child process (``python -m grader.dask_grading``), as they run in
+a pool process locally, so that a notebook that kills the process running it (its kernel's parent)
+kills only that child: the child is replaced, and the submission is scored 0 in every cell, with
+the reason in its feedback, not lost. A worker that dies for any reason (a machine lost, memory)
+is replaced by its nanny, and Dask runs its calls again elsewhere. Workers need the same Python environment as the instructor (checked when
+connecting) and should run one thread each (``dask worker ADDRESS --nthreads 1 --nworkers N``):
+the calls of one worker run one at a time.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import io
+import os
+import pickle
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import zipfile
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import nbformat
+
+from .course import Course
+
+# what a worker must have in the very versions the instructor has, for a grade to mean the same
+SAME_VERSIONS = ("nbgrader", "nbclient", "nbformat", "ipykernel", "torch", "numpy", "einops", "distributed")
+
+
+@dataclass(frozen=True)
+class InCourse:
+    """A path inside the course directory, sent relative to it; ``url`` for a sqlite:/// URL."""
+    relative: str
+    url: bool = False
+
+    def on(self, root: Path) -> str | Path:
+        path = root / self.relative
+        return f"sqlite:///{path}" if self.url else path
+
+
+# ---------------------------------------------------------------- the kit (parent side)
+
+def _learnerless_gradebook(course: Course, target: Path) -> None:
+    """The gradebook as it stands after the build: assignments and their cells, no learner."""
+    from nbgrader.api import Gradebook
+    with sqlite3.connect(course.gradebook) as source, sqlite3.connect(target) as copy:
+        source.backup(copy)
+    with Gradebook(f"sqlite:///{target}") as gradebook:
+        for student in list(gradebook.students):
+            gradebook.remove_student(student.id)
+    with sqlite3.connect(target) as copy:
+        copy.execute("VACUUM")
+
+
+def _code_roots() -> list[Path]:
+    """The packages a notebook's kernel imports from the course: the grader (its checks) and the library."""
+    import tensorcraft
+
+    from . import __file__ as grader_init
+    return [Path(grader_init).parent, Path(tensorcraft.__file__).parent]
+
+
+def build_kit(course: Course) -> bytes:
+    """A zip of what every execution of this course needs, whatever the learner."""
+    buffer = io.BytesIO()
+    with tempfile.TemporaryDirectory() as scratch, zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as kit:
+        gradebook = Path(scratch) / "gradebook.db"
+        _learnerless_gradebook(course, gradebook)
+        kit.write(gradebook, "course/gradebook.db")
+        kit.write(course.root / "nbgrader_config.py", "course/nbgrader_config.py")
+        for path in sorted((course.root / "release").rglob("*")):
+            if path.is_file():
+                kit.write(path, f"course/{path.relative_to(course.root).as_posix()}")
+        for root in _code_roots():
+            for path in sorted(root.rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    kit.write(path, f"code/{root.name}/{path.relative_to(root).as_posix()}")
+    return buffer.getvalue()
+
+
+def _relative_to_course(value: object, course: Course) -> object:
+    root = course.root.resolve()
+    if isinstance(value, Path):
+        try:
+            return InCourse(value.resolve().relative_to(root).as_posix())
+        except ValueError:
+            return value
+    if isinstance(value, str) and value.startswith("sqlite:///"):
+        try:
+            return InCourse(Path(value[len("sqlite:///"):]).resolve().relative_to(root).as_posix(), url=True)
+        except ValueError:
+            return value
+    return value
+
+
+def _learner_files(args: tuple, course: Course) -> dict[str, bytes]:
+    """The files of the learner's submitted folder named by a path argument (relative path -> bytes)."""
+    files = {}
+    for value in args:
+        if isinstance(value, InCourse) and not value.url and value.relative.startswith("submitted/"):
+            path = course.root / value.relative
+            folder = path.parent if path.is_file() else path
+            for file in sorted(folder.iterdir()) if folder.is_dir() else []:
+                if file.is_file():
+                    files[file.relative_to(course.root).as_posix()] = file.read_bytes()
+    return files
+
+
+# ---------------------------------------------------------------- the worker side
+
+_LOCK = threading.Lock()     # one execution at a time per worker process
+_KITS = Path(tempfile.gettempdir()) / "tensorcraft-dask-kits"
+
+
+class ChildDied(RuntimeError):
+    """The child process running a notebook ended before answering (its notebook killed it)."""
+
+
+class _Child:
+    """A long-lived `python -m grader.dask_grading` beside the worker that runs the calls it is sent.
+    A subprocess, not multiprocessing: Dask's workers are daemonic, and those may not have children."""
+
+    def __init__(self):
+        self.process = subprocess.Popen([sys.executable, "-m", "grader.dask_grading"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def call(self, env: dict[str, str], fn, args: tuple, kwargs: dict):
+        try:
+            _send(self.process.stdin, (env, fn, args, kwargs))
+            succeeded, value = _receive(self.process.stdout)
+        except (OSError, EOFError) as error:
+            self.process.kill()
+            self.process.wait()
+            raise ChildDied(f"exit status {self.process.returncode}") from error
+        if not succeeded:
+            raise value
+        return value
+
+
+def _send(stream, value) -> None:
+    data = pickle.dumps(value)
+    stream.write(len(data).to_bytes(8, "big") + data)
+    stream.flush()
+
+
+def _receive(stream):
+    header = stream.read(8)
+    if len(header) < 8:
+        raise EOFError("the other end closed")
+    size = int.from_bytes(header, "big")
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError("the other end closed")
+    return pickle.loads(data)
+
+
+def _serve() -> None:
+    """The child's loop. Its stdout is the reply channel, so everything else it (or a kernel it
+    starts) prints goes to stderr."""
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    while True:
+        try:
+            env, fn, args, kwargs = _receive(sys.stdin.buffer)
+        except EOFError:
+            return
+        os.environ.update(env)      # the kernels this child starts inherit it
+        try:
+            reply = (True, fn(*args, **kwargs))
+        except Exception as error:
+            reply = (False, error)
+        _send(replies, reply)
+
+
+_CHILD: _Child | None = None
+
+
+def _unpacked(kit: bytes) -> Path:
+    """The kit's folder on this machine, unpacked once (shared by the workers of one machine)."""
+    folder = _KITS / hashlib.sha256(kit).hexdigest()[:16]
+    if not folder.is_dir():
+        _KITS.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(dir=_KITS, prefix=".unpacking-"))
+        with zipfile.ZipFile(io.BytesIO(kit)) as archive:
+            archive.extractall(partial)
+        try:
+            os.rename(partial, folder)
+        except OSError:                 # another worker of this machine unpacked it first
+            shutil.rmtree(partial, ignore_errors=True)
+    return folder
+
+
+def _not_run(fn, args: tuple, kwargs: dict, why: str):
+    """The submission as grading would have run it, every code cell scored 0 with ``why``: what a
+    notebook that killed the process running it gets (its outputs died with that process)."""
+    from . import pipeline
+    from .execute import Executed, GuardedExecute, _error_output
+    named = inspect.signature(fn).bind(*args, **kwargs).arguments
+    learner, assignment = named["learner"], named["assignment"]
+    try:
+        notebook = nbformat.read(named["submitted"], as_version=4)
+        resources = {"nbgrader": {"student": learner, "assignment": assignment, "notebook": assignment,
+                                  "db_url": named["db_url"]}}
+        chains = pipeline.build_chains(pipeline.course_config(named.get("config_file")), GuardedExecute)
+        notebook, resources = pipeline.run(chains.sanitize, notebook, resources)   # as grading would have
+    except Exception as error:
+        return Executed(learner, assignment, problem=f"{why}, and could not be scored: {type(error).__name__}: {error}")
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and cell.source.strip():
+            cell.outputs = [_error_output("CellNotRun", f"this cell did not run: {why}")]
+    return Executed(learner, assignment, nbformat.writes(notebook), notes=[why])
+
+
+def run_on_worker(fn, kit: bytes, files: dict[str, bytes], args: tuple, kwargs: dict):
+    """A Dask task: re-root the call in the kit's course copy, write the learner's files, run ``fn``
+    in this worker's child process, clean up; a dead child is replaced and the submission scored 0."""
+    global _CHILD
+    with _LOCK:
+        kit_root = _unpacked(kit)
+        course_root = kit_root / "course"
+        args = tuple(a.on(course_root) if isinstance(a, InCourse) else a for a in args)
+        kwargs = {k: v.on(course_root) if isinstance(v, InCourse) else v for k, v in kwargs.items()}
+        written = []
+        for relative, data in files.items():
+            path = course_root / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            written.append(path)
+        code = str(kit_root / "code")
+        env = {"PYTHONPATH": os.pathsep.join([code, *filter(None, [os.environ.get("PYTHONPATH")])])}
+        try:
+            if _CHILD is None:
+                _CHILD = _Child()
+            return _CHILD.call(env, fn, args, kwargs)
+        except ChildDied:
+            _CHILD = None
+            return _not_run(fn, args, kwargs, "the notebook killed the process that ran it")
+        finally:
+            for path in written:
+                path.unlink(missing_ok=True)
+            for path in {p.parent for p in written}:
+                for leftover in (path, course_root / "autograded" / path.relative_to(course_root / "submitted")):
+                    shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _identity(value):
+    return value
+
+
+def _versions() -> dict[str, str]:
+    found = {"python": ".".join(map(str, sys.version_info[:2]))}
+    for name in SAME_VERSIONS:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "missing"
+    return found
+
+
+# ---------------------------------------------------------------- the pool (parent side)
+
+class DaskPool(Executor):
+    """A concurrent.futures Executor that runs autograde's executions on a Dask cluster."""
+
+    def __init__(self, address, course: Course, *, timeout: float = 10):
+        from distributed import Client
+        self.course = course
+        self.client = address if isinstance(address, Client) else Client(address, timeout=timeout)
+        self._owns_client = not isinstance(address, Client)
+        self._kit = None
+        self._futures: list = []
+        self._check_environment()
+
+    def _check_environment(self) -> None:
+        here = _versions()
+        differ = {worker: {k: v for k, v in found.items() if here.get(k) != v}
+                  for worker, found in self.client.run(_versions).items()}
+        differ = {worker: d for worker, d in differ.items() if d}
+        if differ:
+            lines = "; ".join(f"{w}: " + ", ".join(f"{k} {v} (here {here[k]})" for k, v in d.items())
+                              for w, d in differ.items())
+            raise RuntimeError(f"Dask workers with another environment than this one would grade differently: {lines}")
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        if self._kit is None:       # built at the first call: after autograde registered the submissions
+            # a task that returns the kit, not scattered data: if every worker holding it dies, it is rebuilt
+            kit = build_kit(self.course)
+            self._kit = self.client.submit(_identity, kit, key=f"tensorcraft-kit-{hashlib.sha256(kit).hexdigest()}")
+        args = tuple(_relative_to_course(a, self.course) for a in args)
+        kwargs = {k: _relative_to_course(v, self.course) for k, v in kwargs.items()}
+        remote = self.client.submit(run_on_worker, fn, self._kit, _learner_files(args, self.course), args, kwargs,
+                                    pure=False)
+        local: Future = Future()
+        local.set_running_or_notify_cancel()
+
+        def hand_over(done) -> None:
+            try:
+                local.set_result(done.result())
+            except BaseException as error:   # KilledWorker, a cancelled call, a lost scheduler: the caller reports it
+                local.set_exception(error)
+        remote.add_done_callback(hand_over)
+        self._futures.append(remote)
+        return local
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """End of an autograde run: cancel what is left if asked (Ctrl-C); close the client if this pool opened it."""
+        if cancel_futures:
+            self.client.cancel(self._futures)
+        self._futures, self._kit = [], None
+        if self._owns_client:
+            self.client.close()
+
+
+if __name__ == "__main__":
+    _serve()
