@@ -282,6 +282,10 @@ def _cse_public() -> list[Group]:
             _cse_case(((("sin", (0,), None), ("sin", (0,), None)), (3, 4), 3),
                       "return sin(x), sin(x): eager returns two tensors; a caller may change one in place",
                       against_fx=False),
+            _cse_case(((("sin", (0,), None), ("sin", (0,), None), ("sin", (0,), None), ("neg", (3,), None)),
+                       (4, 5, 6), 3),
+                      "sin(x) three times, the last two returned: once the second merges into the first, the "
+                      "first is returned", against_fx=False),
         ]),
     ]
 
@@ -312,6 +316,8 @@ def _cse_hidden(g: torch.Generator) -> list[Group]:
         Group("two returned values stay two tensors", [
             _cse_case(((("scale", (1,), 2.0), ("tanh", (3,), None), ("scale", (1,), 2.0), ("tanh", (5,), None)),
                        (4, 6), 3), against_fx=False),
+            _cse_case(((("tanh", (1,), None), ("relu", (3,), None), ("tanh", (1,), None), ("tanh", (1,), None)),
+                       (5, 4, 6), 3), against_fx=False),
         ]),
     ]
 
@@ -393,11 +399,20 @@ def _fold_setup(program, seed: int, mode: str, x: torch.Tensor):
     model = ProgramModule(program, seed).to(x.device)
     model.device = x.device
     x = x.detach().clone()
-    if mode != "grad":  # "frozen" and "returned": eval mode, no gradients
+    if mode != "grad":  # "frozen", "returned" and "baked": eval mode, no gradients
         model.eval().requires_grad_(False)
     else:
         x.requires_grad_(True)
     return model, x
+
+
+def _live_params(graph) -> set[str]:
+    """Names of the parameters the graph's output depends on (those only dead code reads are left out)."""
+    live = {graph.output}
+    for node in reversed(graph.nodes):
+        if node in live:
+            live.update(node.inputs)
+    return {n.target for n in live if n.kind == "param"}
 
 
 def _gradients(model, x, outputs) -> tuple:
@@ -414,6 +429,8 @@ def _fold_reference(program, seed: int, mode: str, x: torch.Tensor):
         return tuple(o.detach() for o in outputs), _gradients(model, x, outputs)
     with torch.no_grad():
         outputs = _as_tuple(model(x))
+        if mode == "baked":  # no parameter folded away without being recorded: none unrecorded
+            return outputs, []
         if mode == "returned":  # a second call returns fresh tensors
             return outputs, _shared_across_calls(outputs, _as_tuple(model(x)))
         with warnings.catch_warnings():  # const_fold warns about the attributes it creates
@@ -439,6 +456,9 @@ def _fold_in_the_pipeline(learner_fold, program, seed: int, mode: str, x: torch.
         with torch.no_grad():
             outputs = _as_tuple(compiled(x))
     built = compiled.compiled
+    if mode == "baked":  # parameters the optimized graph no longer reads, whose values it baked in unrecorded
+        gone = _live_params(built.captured) - _live_params(built.optimized)
+        return outputs, sorted(gone - built.optimized.baked)
     if mode == "returned":  # the same compiled code, called again: eager's second call returns fresh tensors
         params = [operator.attrgetter(name)(model) for name in built.param_names]
         with torch.no_grad():
@@ -480,6 +500,10 @@ def _fold_public() -> list[Group]:
             _fold_case([("matmul", (0, 1), None), ("scale", (2,), 2.0)], (3, 4),
                        "return x @ p, q * 2: q * 2 reads constants only, yet each call must return a fresh "
                        "tensor (a caller may change it in place)", mode="returned"),
+        ]),
+        Group("a parameter folded into a constant is recorded (graph.param_value), so that the guards compare it", [
+            _fold_case(_FOLD_CHAIN, (7,), "x @ (p * 2 + arange(6) * 0.1) + q: p is folded away; the second "
+                       "item lists the parameters folded away yet missing from graph.baked", mode="baked"),
         ]),
     ]
 
@@ -535,6 +559,9 @@ def _fold_hidden(g: torch.Generator) -> list[Group]:
             _fold_case([("sin", (0,), None), ("tanh", (2,), None), ("scale", (4,), 3.0)], (3, 5),
                        "return sin(x), tanh(q) * 3", mode="returned"),
         ]),
+        Group("a parameter folded into a constant is recorded (graph.param_value), so that the guards compare it", [
+            _fold_case(s, o, "random program; the second item lists the parameters folded away yet missing from "
+                       "graph.baked", mode="baked", seed=_draw(g, 1000)) for s, o in programs]),
     ]
 
 
