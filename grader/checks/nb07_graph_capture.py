@@ -511,6 +511,8 @@ BREAKING = {
     "boolean mask x[x > 0]": lambda x: x[x > 0].sum() + x,
     "torch.unique": lambda x: torch.unique(x.round()).sum() + x,
     "x.masked_select(mask)": lambda x: x.masked_select(x > 0).sum() + x,
+    "boolean mask in a tuple x[:, x[0] > 0]": lambda x: x[:, x[0] > 0].sum() + x,
+    "range(x.argmax())": lambda x: x * len(range(x.argmax())),
 }
 # Not among them: `while x.abs().max() > 1: x = x / 2`. When the loop body never runs, Dynamo's explain
 # counts no graph break (the condition is the last thing the function does), so its answer depends on
@@ -524,6 +526,8 @@ WHOLE = {
     "softmax and matmul": lambda x: x.softmax(-1) @ x.transpose(-1, -2),
     "x.numel() and len(x)": lambda x: x / x.numel() + len(x),
     "torch.where on values": lambda x: torch.where(x > 0, x, -x),
+    "integer index tensor x[x[:, 0].argsort()]": lambda x: x[x[:, 0].argsort()] * 2 + x,
+    "integer index tensor in a tuple x[:, x[0].argsort()]": lambda x: x[:, x[0].argsort()] - x,
 }
 PROGRAMS = BREAKING | WHOLE
 
@@ -568,12 +572,15 @@ def _refusal_public() -> list[Group]:
     return [
         Group("reading a value into Python", [_refusal_case(n, x) for n in
                                                ("branch on a value", "x.max().item()", "int(x.argmax())",
-                                                "float(x.mean())")]),
+                                                "float(x.mean())", "range(x.argmax())")]),
         Group("a result whose shape depends on the values", [_refusal_case(n, x) for n in
-                                                             ("boolean mask x[x > 0]", "torch.unique")]),
-        Group("shapes, slices and eval-mode dropout are not values: keep the graph", [
+                                                             ("boolean mask x[x > 0]", "torch.unique",
+                                                              "boolean mask in a tuple x[:, x[0] > 0]")]),
+        Group("shapes, slices, integer index tensors and eval-mode dropout are not values: keep the graph", [
             _refusal_case(n, x) for n in ("arithmetic", "branch on the shape", "x.size(0), x.dim()",
-                                          "dropout in eval mode", "indexing with ints and slices")]),
+                                          "dropout in eval mode", "indexing with ints and slices",
+                                          "integer index tensor x[x[:, 0].argsort()]",
+                                          "integer index tensor in a tuple x[:, x[0].argsort()]")]),
     ]
 
 

@@ -201,14 +201,15 @@ _READS_VALUES = {"__bool__", "item", "__int__", "__float__", "__index__", "tolis
 _VALUE_SHAPED = {"nonzero", "unique", "masked_select", "argwhere", "unique_consecutive"}
 
 
-def _refusal(op, args, kwargs, *, reads=_READS_VALUES, shaped=_VALUE_SHAPED, masks=True, extra=()):
+def _refusal(op, args, kwargs, *, reads=_READS_VALUES, shaped=_VALUE_SHAPED, masks=True, extra=(),
+             tuples=True, any_dtype=False):
     if op in reads or op in extra:
         return f"data-dependent Python: {op} reads values into Python"
     if op in shaped:
         return f"data-dependent shape: {op}"
     if masks and op == "getitem" and len(args) > 1:
-        index = args[1] if isinstance(args[1], tuple) else (args[1],)
-        if any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in index):
+        index = args[1] if tuples and isinstance(args[1], tuple) else (args[1],)
+        if any(isinstance(i, torch.Tensor) and (any_dtype or i.dtype == torch.bool) for i in index):
             return "data-dependent shape: indexing with a boolean mask"
     return None
 
@@ -235,3 +236,21 @@ def refusal_misses_boolean_masks(op, args, kwargs):
         "when the graph is captured and guarded afterwards, so a branch on them keeps one graph (Dynamo too)")
 def refusal_also_refuses_shape_reads(op, args, kwargs):
     return _refusal(op, args, kwargs, extra={"size", "shape", "dim", "__len__", "numel"})
+
+
+@mutant(REFUSAL, hint="a boolean mask can be one item of a tuple index, as in x[:, mask]: when args[1] is a "
+        "tuple, look at each of its items")
+def refusal_misses_masks_inside_a_tuple(op, args, kwargs):
+    return _refusal(op, args, kwargs, tuples=False)
+
+
+@mutant(REFUSAL, hint="only a boolean mask makes the result's shape depend on the values: x[idx] with an integer "
+        "tensor idx has idx's shape, and Dynamo keeps it in the graph; refuse a tensor index only when its "
+        "dtype is torch.bool")
+def refusal_refuses_every_tensor_index(op, args, kwargs):
+    return _refusal(op, args, kwargs, any_dtype=True)
+
+
+@mutant(REFUSAL, hint="Tensor.__index__ reads a value into Python too: range(t) and a list indexed by t call it")
+def refusal_forgets_index(op, args, kwargs):
+    return _refusal(op, args, kwargs, reads=_READS_VALUES - {"__index__"})
