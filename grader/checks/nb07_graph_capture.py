@@ -416,6 +416,10 @@ def _guard_public() -> list[Group]:
             _guard_case([(x, 2), (torch.randn(3, 4, generator=g), 2)], "shape (4, 3) -> (3, 4): same number of dims"),
             _guard_case([(x, 2), (x.double(), 2)], "dtype float32 -> float64"),
             _guard_case([(x, 2), (torch.randn(3, 4, generator=g).t(), 2)], "same shape, transposed strides"),
+            _guard_case([(torch.randn(3, 4, generator=g).t(), 2), (torch.randn(1, 3, generator=g).expand(4, 3), 2)],
+                        "transposed, then a broadcast row (expand): both non-contiguous, other strides"),
+            _guard_case([(torch.randn(4, 1, generator=g), 2), (torch.randn(1, 4, generator=g).t(), 2)],
+                        "shape (4, 1), strides (1, 1) -> (1, 4): the stride of a size-1 axis"),
             _guard_case([(x, 2), (other.clone().requires_grad_(), 2)], "requires_grad False -> True"),
             _guard_case([(x, 2), (OnMeta(x), 2)], "device cpu -> meta"),
         ]),
@@ -434,7 +438,7 @@ def _guard_public() -> list[Group]:
 def _random_change(g: torch.Generator, x: torch.Tensor | OnMeta, k: Any) -> tuple[tuple, str]:
     if isinstance(x, OnMeta):
         return (x.tensor, k), "device meta -> cpu"
-    kind = _draw(g, 9)
+    kind = _draw(g, 10)
     if kind == 0:
         return (torch.randn(*x.shape, generator=g).to(x.dtype), k), "new values"
     if kind == 1:
@@ -454,6 +458,9 @@ def _random_change(g: torch.Generator, x: torch.Tensor | OnMeta, k: Any) -> tupl
         return (x, k + 1 if not isinstance(k, bool) else (not k)), "k changed value"
     if kind == 7:
         return (x, float(k) if isinstance(k, int) and not isinstance(k, bool) else int(k)), "k changed type"
+    if kind == 8 and x.dim() >= 2:
+        row = torch.randn(1, *x.shape[1:], generator=g).to(x.dtype)
+        return (row.expand(x.shape), k), "a broadcast row (expand, stride 0)"
     return (OnMeta(x), k), "device -> meta"
 
 

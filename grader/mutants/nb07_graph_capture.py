@@ -172,6 +172,25 @@ def guard_compares_only_the_number_of_dims(name, value, remembered):
     return _guard(name, value, remembered, skip=("shape",))
 
 
+def _contiguous_strides(shape) -> tuple:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+@mutant(INPUT_GUARD, hint="compare the strides themselves, not value.is_contiguous(): a transposed tensor and a "
+        "broadcast view (expand, stride 0) are both non-contiguous with other strides, and is_contiguous() "
+        "ignores the stride of a size-1 axis, which torch.compile guards too")
+def guard_compares_contiguity_only(name, value, remembered):
+    if remembered[0] == "tensor" and isinstance(value, torch.Tensor):
+        was_contiguous = tuple(remembered[3]) == _contiguous_strides(remembered[2])
+        if value.is_contiguous() != was_contiguous:
+            return f"input {name}: contiguous {value.is_contiguous()} != {was_contiguous}"
+    return _guard(name, value, remembered, skip=("stride",))
+
+
 @mutant(INPUT_GUARD, hint="compare the strides too: a transposed tensor has the same shape but lays its values "
         "out differently in memory, and compiled code indexes memory with the strides it was built for")
 def guard_ignores_strides(name, value, remembered):
