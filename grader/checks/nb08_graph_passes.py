@@ -114,10 +114,11 @@ def _our_calls(graph) -> list[str]:
     return [n.op for n in graph.nodes if n.kind == "call"]
 
 
-def _shared_outputs(outputs) -> list[tuple[int, int]]:
-    """Pairs (i, j) of returned tensors that share memory: eager returns none unless the program made views."""
+def _shared_outputs(outputs) -> list[str]:
+    """A sentence for each pair of returned tensors that share memory: eager returns none unless the program
+    made views."""
     tensors = [t for t in outputs if isinstance(t, torch.Tensor)]
-    return [(i, j) for i in range(len(tensors)) for j in range(i + 1, len(tensors))
+    return [f"outputs {i} and {j} share memory" for i in range(len(tensors)) for j in range(i + 1, len(tensors))
             if tensors[i].untyped_storage().data_ptr() == tensors[j].untyped_storage().data_ptr()]
 
 
@@ -440,9 +441,9 @@ def _fold_reference(program, seed: int, mode: str, x: torch.Tensor):
     return outputs, _fx_calls(folded)
 
 
-def _shared_across_calls(first, second) -> list[int]:
-    """Positions at which two calls returned tensors in the same memory (eager: none)."""
-    return [i for i, (a, b) in enumerate(zip(first, second))
+def _shared_across_calls(first, second) -> list[str]:
+    """A sentence for each output that two calls returned in the same memory (eager: none)."""
+    return [f"output {i} is the same tensor at both calls" for i, (a, b) in enumerate(zip(first, second))
             if a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()]
 
 
@@ -458,7 +459,7 @@ def _fold_in_the_pipeline(learner_fold, program, seed: int, mode: str, x: torch.
     built = compiled.compiled
     if mode == "baked":  # parameters the optimized graph no longer reads, whose values it baked in unrecorded
         gone = _live_params(built.captured) - _live_params(built.optimized)
-        return outputs, sorted(gone - built.optimized.baked)
+        return outputs, [f"{name} folded in without graph.param_value" for name in sorted(gone - built.optimized.baked)]
     if mode == "returned":  # the same compiled code, called again: eager's second call returns fresh tensors
         params = [operator.attrgetter(name)(model) for name in built.param_names]
         with torch.no_grad():
@@ -502,8 +503,8 @@ def _fold_public() -> list[Group]:
                        "tensor (a caller may change it in place)", mode="returned"),
         ]),
         Group("a parameter folded into a constant is recorded (graph.param_value), so that the guards compare it", [
-            _fold_case(_FOLD_CHAIN, (7,), "x @ (p * 2 + arange(6) * 0.1) + q: p is folded away; the second "
-                       "item lists the parameters folded away yet missing from graph.baked", mode="baked"),
+            _fold_case(_FOLD_CHAIN, (7,), "x @ (p * 2 + arange(6) * 0.1) + q: p is folded into a constant",
+                       mode="baked"),
         ]),
     ]
 
@@ -560,8 +561,7 @@ def _fold_hidden(g: torch.Generator) -> list[Group]:
                        "return sin(x), tanh(q) * 3", mode="returned"),
         ]),
         Group("a parameter folded into a constant is recorded (graph.param_value), so that the guards compare it", [
-            _fold_case(s, o, "random program; the second item lists the parameters folded away yet missing from "
-                       "graph.baked", mode="baked", seed=_draw(g, 1000)) for s, o in programs]),
+            _fold_case(s, o, "random program", mode="baked", seed=_draw(g, 1000)) for s, o in programs]),
     ]
 
 
