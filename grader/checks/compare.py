@@ -61,6 +61,14 @@ def mismatch(expected: Any, got: Any) -> str | None:
             if problem:
                 return f"item {index}: {problem}"
         return None
+    if isinstance(expected, dict):
+        if not isinstance(got, dict) or list(got) != list(expected):
+            return f"expected a dict with the keys {list(expected)}, got {describe(got)}"
+        for key, value in expected.items():
+            problem = mismatch(value, got[key])
+            if problem:
+                return f"{key}: {problem}"
+        return None
     if isinstance(expected, float) and isinstance(got, (int, float)):
         return None if np.isclose(expected, got, rtol=1e-9, atol=1e-12) else f"expected {expected!r}, got {got!r}"
     return None if got == expected else f"expected {describe(expected)}, got {describe(got)}"
