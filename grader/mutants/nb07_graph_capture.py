@@ -233,10 +233,21 @@ def _refusal(op, args, kwargs, *, reads=_READS_VALUES, shaped=_VALUE_SHAPED, mas
     return None
 
 
+@mutant(REFUSAL, hint="Tensor.__index__ reads a value into Python too: range(t) and a list indexed by t call it")
+def refusal_forgets_index(op, args, kwargs):
+    return _refusal(op, args, kwargs, reads=_READS_VALUES - {"__index__"})
+
+
 @mutant(REFUSAL, hint="`if x.sum() > 0:` reads a value too, through Tensor.__bool__; so do int(t) (__int__ or "
         "__index__) and float(t) (__float__), not only t.item()")
 def refusal_only_item(op, args, kwargs):
     return _refusal(op, args, kwargs, reads={"item"})
+
+
+@mutant(REFUSAL, hint="a boolean mask can be one item of a tuple index, as in x[:, mask]: when args[1] is a "
+        "tuple, look at each of its items")
+def refusal_misses_masks_inside_a_tuple(op, args, kwargs):
+    return _refusal(op, args, kwargs, tuples=False)
 
 
 @mutant(REFUSAL, hint="some results have a shape that depends on the values (nonzero, unique, masked_select, "
@@ -257,19 +268,8 @@ def refusal_also_refuses_shape_reads(op, args, kwargs):
     return _refusal(op, args, kwargs, extra={"size", "shape", "dim", "__len__", "numel"})
 
 
-@mutant(REFUSAL, hint="a boolean mask can be one item of a tuple index, as in x[:, mask]: when args[1] is a "
-        "tuple, look at each of its items")
-def refusal_misses_masks_inside_a_tuple(op, args, kwargs):
-    return _refusal(op, args, kwargs, tuples=False)
-
-
 @mutant(REFUSAL, hint="only a boolean mask makes the result's shape depend on the values: x[idx] with an integer "
         "tensor idx has idx's shape, and Dynamo keeps it in the graph; refuse a tensor index only when its "
         "dtype is torch.bool")
 def refusal_refuses_every_tensor_index(op, args, kwargs):
     return _refusal(op, args, kwargs, any_dtype=True)
-
-
-@mutant(REFUSAL, hint="Tensor.__index__ reads a value into Python too: range(t) and a list indexed by t call it")
-def refusal_forgets_index(op, args, kwargs):
-    return _refusal(op, args, kwargs, reads=_READS_VALUES - {"__index__"})
