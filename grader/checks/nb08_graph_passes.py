@@ -65,9 +65,10 @@ _OPS = {
     "gelu": lambda a, extra: F.gelu(a, approximate=extra),    # "none" or "tanh": a keyword argument
     "stack_sum": lambda a, b, extra: torch.stack([a, b]).sum(0),  # operands inside a list
     "center": lambda a, extra: a - a.mean(extra, keepdim=True),
+    "round_trip": lambda a, extra: a.to(extra).to(torch.float32),  # the dtype is an argument
 }
 # how many calls each op records (for the learner's report only)
-_CALLS = {"stack_sum": 2, "center": 2}
+_CALLS = {"stack_sum": 2, "center": 2, "round_trip": 2}
 
 
 def run_program(program, *inputs):
@@ -275,6 +276,9 @@ def _cse_public() -> list[Group]:
                       "softmax over dim 0 and over dim -1"),
             _cse_case(((("gelu", (0,), "none"), ("gelu", (0,), "tanh"), ("sub", (3, 4), None)), (5,), 3),
                       "gelu(x) and gelu(x, approximate='tanh'): a keyword argument differs"),
+            _cse_case(((("sin", (0,), None), ("round_trip", (3,), torch.float16),
+                        ("round_trip", (3,), torch.bfloat16), ("sub", (4, 5), None)), (6,), 3),
+                      "v.to(torch.float16) and v.to(torch.bfloat16), each back to float32: a dtype differs"),
             _cse_case(((("sin", (0,), None), ("sin", (1,), None), ("stack_sum", (3, 4), None),
                         ("stack_sum", (4, 3), None), ("sub", (5, 6), None)), (7,), 3),
                       "stack([a, b]) and stack([b, a]): the order inside the list matters"),
@@ -313,7 +317,7 @@ def _cse_hidden(g: torch.Generator) -> list[Group]:
         Group("random programs with repeated steps", [_cse_case(_random_cse_program(g), seed=_draw(g, 1000))
                                                       for _ in range(8)]),
         Group("same op, different arguments", [_cse_case(_near_duplicates(g, op), seed=_draw(g, 1000))
-                                               for op in ("scale", "softmax", "gelu", "stack_sum")]),
+                                               for op in ("scale", "softmax", "gelu", "stack_sum", "round_trip")]),
         Group("two returned values stay two tensors", [
             _cse_case(((("scale", (1,), 2.0), ("tanh", (3,), None), ("scale", (1,), 2.0), ("tanh", (5,), None)),
                        (4, 6), 3), against_fx=False),
@@ -330,7 +334,8 @@ def _near_duplicates(g: torch.Generator, op: str):
     if op == "stack_sum":
         steps += [("neg", (source,), None), ("stack_sum", (3, 4), None), ("stack_sum", (4, 3), None)]
     else:
-        first, second = {"scale": (0.5, -1.0), "softmax": (0, -1), "gelu": ("none", "tanh")}[op]
+        first, second = {"scale": (0.5, -1.0), "softmax": (0, -1), "gelu": ("none", "tanh"),
+                         "round_trip": (torch.float16, torch.bfloat16)}[op]
         if _draw(g, 2):
             first, second = second, first
         steps += [(op, (3,), first), (op, (3,), second)]

@@ -111,6 +111,25 @@ def cse_ignores_keywords(graph):
     return _cse(graph, lambda n: (id(n.target), _key(n.args)))
 
 
+def _key_by_type(value: Any) -> Any:
+    """Numbers, strings and None by value, nodes by identity, anything else (a dtype) by its type alone."""
+    if isinstance(value, Node):
+        return ("node", id(value))
+    if isinstance(value, (tuple, list)):
+        return tuple(_key_by_type(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _key_by_type(v)) for k, v in value.items()))
+    if value is None or isinstance(value, (int, float, str)):
+        return (type(value).__name__, value)
+    return type(value).__name__
+
+
+@mutant(CSE, hint="every argument that is not a node is compared by value, a dtype or a device too: "
+        "x.to(torch.float16) and x.to(torch.bfloat16) are two different calls")
+def cse_compares_other_arguments_by_type(graph):
+    return _cse(graph, lambda n: (id(n.target), _key_by_type(n.args), _key_by_type(n.kwargs)))
+
+
 @mutant(CSE, hint="two calls of the same op on the same nodes are not the same value when their other arguments "
         "differ: x * 2 is not x * 3, softmax over dim 0 is not softmax over dim -1; compare every argument")
 def cse_ignores_plain_arguments(graph):
