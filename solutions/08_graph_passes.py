@@ -323,7 +323,8 @@ print(calls(cse.eliminate_common_subexpressions(capture(two_sines, (ones,)).grap
 # Write `eliminate_common_subexpressions(graph) -> Graph`: on `graph.copy()`, for each call node
 # whose target, arguments and keyword arguments equal those of an earlier call node, make the
 # readers of the later node read the earlier one (`graph.replace_all_uses`), and remove the later
-# one. Do not merge two nodes that are both in `returned_storages(graph)`.
+# one. Do not merge two nodes that are both in `returned_storages(graph)`; when a returned node
+# merges into one that is not returned, the survivor is returned from then on: add it to your set.
 #
 # The helper `key` below turns arguments into something hashable: a node becomes its identity,
 # lists and tuples become tuples of keys, a dict becomes sorted pairs; anything else is kept as it
@@ -524,7 +525,8 @@ print(calls(constant_folding.fold_constants(g)), "<- q * 2 is returned: it stays
 #
 # The check compiles modules with `passes=[your fold_constants, DCE]` (in eval mode without
 # gradients, and with gradients), and compares the results and gradients with eager, the calls
-# left with torch.fx's `const_fold`, and whether a second call returns fresh tensors.
+# left with torch.fx's `const_fold`, whether a second call returns fresh tensors, and whether every
+# parameter folded into a constant was read with `graph.param_value` (it is then in `graph.baked`).
 # **Forbidden:** `const_fold.split_const_subgraphs` and the library's `fold_constants`.
 
 # %% nbgrader={"grade": false, "grade_id": "fold_constants", "locked": false, "schema_version": 3, "solution": true, "task": false}

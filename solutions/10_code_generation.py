@@ -483,8 +483,9 @@ print(wrapper_text[kernel_start: kernel_start + 1500])
 #
 # The check compiles models (matmuls with fused chains, two kernels sharing a slot, a transposed
 # input, two results) with `tc.substitute(generate_wrapper=your_function)`, compares with eager,
-# and reads your source: every intermediate that `plan.frees_after` lists (and that is not in a
-# slot) must be deleted before the next value is allocated.
+# and reads your source: every value in `plan.slot_of` must be assigned a view of its `_slot<k>`,
+# and every intermediate that `plan.frees_after` lists (and that is not in a slot) must be deleted
+# before the next value is allocated.
 
 # %% nbgrader={"grade": false, "grade_id": "generate_wrapper", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def generate_wrapper(graph, plan, kernels, name="forward"):

@@ -416,6 +416,10 @@ def _guard_public() -> list[Group]:
             _guard_case([(x, 2), (torch.randn(3, 4, generator=g), 2)], "shape (4, 3) -> (3, 4): same number of dims"),
             _guard_case([(x, 2), (x.double(), 2)], "dtype float32 -> float64"),
             _guard_case([(x, 2), (torch.randn(3, 4, generator=g).t(), 2)], "same shape, transposed strides"),
+            _guard_case([(torch.randn(3, 4, generator=g).t(), 2), (torch.randn(1, 3, generator=g).expand(4, 3), 2)],
+                        "transposed, then a broadcast row (expand): both non-contiguous, other strides"),
+            _guard_case([(torch.randn(4, 1, generator=g), 2), (torch.randn(1, 4, generator=g).t(), 2)],
+                        "shape (4, 1), strides (1, 1) -> (1, 4): the stride of a size-1 axis"),
             _guard_case([(x, 2), (other.clone().requires_grad_(), 2)], "requires_grad False -> True"),
             _guard_case([(x, 2), (OnMeta(x), 2)], "device cpu -> meta"),
         ]),
@@ -434,7 +438,7 @@ def _guard_public() -> list[Group]:
 def _random_change(g: torch.Generator, x: torch.Tensor | OnMeta, k: Any) -> tuple[tuple, str]:
     if isinstance(x, OnMeta):
         return (x.tensor, k), "device meta -> cpu"
-    kind = _draw(g, 9)
+    kind = _draw(g, 10)
     if kind == 0:
         return (torch.randn(*x.shape, generator=g).to(x.dtype), k), "new values"
     if kind == 1:
@@ -454,6 +458,9 @@ def _random_change(g: torch.Generator, x: torch.Tensor | OnMeta, k: Any) -> tupl
         return (x, k + 1 if not isinstance(k, bool) else (not k)), "k changed value"
     if kind == 7:
         return (x, float(k) if isinstance(k, int) and not isinstance(k, bool) else int(k)), "k changed type"
+    if kind == 8 and x.dim() >= 2:
+        row = torch.randn(1, *x.shape[1:], generator=g).to(x.dtype)
+        return (row.expand(x.shape), k), "a broadcast row (expand, stride 0)"
     return (OnMeta(x), k), "device -> meta"
 
 
@@ -511,6 +518,8 @@ BREAKING = {
     "boolean mask x[x > 0]": lambda x: x[x > 0].sum() + x,
     "torch.unique": lambda x: torch.unique(x.round()).sum() + x,
     "x.masked_select(mask)": lambda x: x.masked_select(x > 0).sum() + x,
+    "boolean mask in a tuple x[:, x[0] > 0]": lambda x: x[:, x[0] > 0].sum() + x,
+    "range(x.argmax())": lambda x: x * len(range(x.argmax())),
 }
 # Not among them: `while x.abs().max() > 1: x = x / 2`. When the loop body never runs, Dynamo's explain
 # counts no graph break (the condition is the last thing the function does), so its answer depends on
@@ -524,6 +533,8 @@ WHOLE = {
     "softmax and matmul": lambda x: x.softmax(-1) @ x.transpose(-1, -2),
     "x.numel() and len(x)": lambda x: x / x.numel() + len(x),
     "torch.where on values": lambda x: torch.where(x > 0, x, -x),
+    "integer index tensor x[x[:, 0].argsort()]": lambda x: x[x[:, 0].argsort()] * 2 + x,
+    "integer index tensor in a tuple x[:, x[0].argsort()]": lambda x: x[:, x[0].argsort()] - x,
 }
 PROGRAMS = BREAKING | WHOLE
 
@@ -568,12 +579,15 @@ def _refusal_public() -> list[Group]:
     return [
         Group("reading a value into Python", [_refusal_case(n, x) for n in
                                                ("branch on a value", "x.max().item()", "int(x.argmax())",
-                                                "float(x.mean())")]),
+                                                "float(x.mean())", "range(x.argmax())")]),
         Group("a result whose shape depends on the values", [_refusal_case(n, x) for n in
-                                                             ("boolean mask x[x > 0]", "torch.unique")]),
-        Group("shapes, slices and eval-mode dropout are not values: keep the graph", [
+                                                             ("boolean mask x[x > 0]", "torch.unique",
+                                                              "boolean mask in a tuple x[:, x[0] > 0]")]),
+        Group("shapes, slices, integer index tensors and eval-mode dropout are not values: keep the graph", [
             _refusal_case(n, x) for n in ("arithmetic", "branch on the shape", "x.size(0), x.dim()",
-                                          "dropout in eval mode", "indexing with ints and slices")]),
+                                          "dropout in eval mode", "indexing with ints and slices",
+                                          "integer index tensor x[x[:, 0].argsort()]",
+                                          "integer index tensor in a tuple x[:, x[0].argsort()]")]),
     ]
 
 

@@ -65,9 +65,10 @@ _OPS = {
     "gelu": lambda a, extra: F.gelu(a, approximate=extra),    # "none" or "tanh": a keyword argument
     "stack_sum": lambda a, b, extra: torch.stack([a, b]).sum(0),  # operands inside a list
     "center": lambda a, extra: a - a.mean(extra, keepdim=True),
+    "round_trip": lambda a, extra: a.to(extra).to(torch.float32),  # the dtype is an argument
 }
 # how many calls each op records (for the learner's report only)
-_CALLS = {"stack_sum": 2, "center": 2}
+_CALLS = {"stack_sum": 2, "center": 2, "round_trip": 2}
 
 
 def run_program(program, *inputs):
@@ -114,10 +115,11 @@ def _our_calls(graph) -> list[str]:
     return [n.op for n in graph.nodes if n.kind == "call"]
 
 
-def _shared_outputs(outputs) -> list[tuple[int, int]]:
-    """Pairs (i, j) of returned tensors that share memory: eager returns none unless the program made views."""
+def _shared_outputs(outputs) -> list[str]:
+    """A sentence for each pair of returned tensors that share memory: eager returns none unless the program
+    made views."""
     tensors = [t for t in outputs if isinstance(t, torch.Tensor)]
-    return [(i, j) for i in range(len(tensors)) for j in range(i + 1, len(tensors))
+    return [f"outputs {i} and {j} share memory" for i in range(len(tensors)) for j in range(i + 1, len(tensors))
             if tensors[i].untyped_storage().data_ptr() == tensors[j].untyped_storage().data_ptr()]
 
 
@@ -274,6 +276,9 @@ def _cse_public() -> list[Group]:
                       "softmax over dim 0 and over dim -1"),
             _cse_case(((("gelu", (0,), "none"), ("gelu", (0,), "tanh"), ("sub", (3, 4), None)), (5,), 3),
                       "gelu(x) and gelu(x, approximate='tanh'): a keyword argument differs"),
+            _cse_case(((("sin", (0,), None), ("round_trip", (3,), torch.float16),
+                        ("round_trip", (3,), torch.bfloat16), ("sub", (4, 5), None)), (6,), 3),
+                      "v.to(torch.float16) and v.to(torch.bfloat16), each back to float32: a dtype differs"),
             _cse_case(((("sin", (0,), None), ("sin", (1,), None), ("stack_sum", (3, 4), None),
                         ("stack_sum", (4, 3), None), ("sub", (5, 6), None)), (7,), 3),
                       "stack([a, b]) and stack([b, a]): the order inside the list matters"),
@@ -282,6 +287,10 @@ def _cse_public() -> list[Group]:
             _cse_case(((("sin", (0,), None), ("sin", (0,), None)), (3, 4), 3),
                       "return sin(x), sin(x): eager returns two tensors; a caller may change one in place",
                       against_fx=False),
+            _cse_case(((("sin", (0,), None), ("sin", (0,), None), ("sin", (0,), None), ("neg", (3,), None)),
+                       (4, 5, 6), 3),
+                      "sin(x) three times, the last two returned: once the second merges into the first, the "
+                      "first is returned", against_fx=False),
         ]),
     ]
 
@@ -308,10 +317,12 @@ def _cse_hidden(g: torch.Generator) -> list[Group]:
         Group("random programs with repeated steps", [_cse_case(_random_cse_program(g), seed=_draw(g, 1000))
                                                       for _ in range(8)]),
         Group("same op, different arguments", [_cse_case(_near_duplicates(g, op), seed=_draw(g, 1000))
-                                               for op in ("scale", "softmax", "gelu", "stack_sum")]),
+                                               for op in ("scale", "softmax", "gelu", "stack_sum", "round_trip")]),
         Group("two returned values stay two tensors", [
             _cse_case(((("scale", (1,), 2.0), ("tanh", (3,), None), ("scale", (1,), 2.0), ("tanh", (5,), None)),
                        (4, 6), 3), against_fx=False),
+            _cse_case(((("tanh", (1,), None), ("relu", (3,), None), ("tanh", (1,), None), ("tanh", (1,), None)),
+                       (5, 4, 6), 3), against_fx=False),
         ]),
     ]
 
@@ -323,7 +334,8 @@ def _near_duplicates(g: torch.Generator, op: str):
     if op == "stack_sum":
         steps += [("neg", (source,), None), ("stack_sum", (3, 4), None), ("stack_sum", (4, 3), None)]
     else:
-        first, second = {"scale": (0.5, -1.0), "softmax": (0, -1), "gelu": ("none", "tanh")}[op]
+        first, second = {"scale": (0.5, -1.0), "softmax": (0, -1), "gelu": ("none", "tanh"),
+                         "round_trip": (torch.float16, torch.bfloat16)}[op]
         if _draw(g, 2):
             first, second = second, first
         steps += [(op, (3,), first), (op, (3,), second)]
@@ -393,11 +405,20 @@ def _fold_setup(program, seed: int, mode: str, x: torch.Tensor):
     model = ProgramModule(program, seed).to(x.device)
     model.device = x.device
     x = x.detach().clone()
-    if mode != "grad":  # "frozen" and "returned": eval mode, no gradients
+    if mode != "grad":  # "frozen", "returned" and "baked": eval mode, no gradients
         model.eval().requires_grad_(False)
     else:
         x.requires_grad_(True)
     return model, x
+
+
+def _live_params(graph) -> set[str]:
+    """Names of the parameters the graph's output depends on (those only dead code reads are left out)."""
+    live = {graph.output}
+    for node in reversed(graph.nodes):
+        if node in live:
+            live.update(node.inputs)
+    return {n.target for n in live if n.kind == "param"}
 
 
 def _gradients(model, x, outputs) -> tuple:
@@ -414,6 +435,8 @@ def _fold_reference(program, seed: int, mode: str, x: torch.Tensor):
         return tuple(o.detach() for o in outputs), _gradients(model, x, outputs)
     with torch.no_grad():
         outputs = _as_tuple(model(x))
+        if mode == "baked":  # no parameter folded away without being recorded: none unrecorded
+            return outputs, []
         if mode == "returned":  # a second call returns fresh tensors
             return outputs, _shared_across_calls(outputs, _as_tuple(model(x)))
         with warnings.catch_warnings():  # const_fold warns about the attributes it creates
@@ -423,9 +446,9 @@ def _fold_reference(program, seed: int, mode: str, x: torch.Tensor):
     return outputs, _fx_calls(folded)
 
 
-def _shared_across_calls(first, second) -> list[int]:
-    """Positions at which two calls returned tensors in the same memory (eager: none)."""
-    return [i for i, (a, b) in enumerate(zip(first, second))
+def _shared_across_calls(first, second) -> list[str]:
+    """A sentence for each output that two calls returned in the same memory (eager: none)."""
+    return [f"output {i} is the same tensor at both calls" for i, (a, b) in enumerate(zip(first, second))
             if a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()]
 
 
@@ -439,6 +462,9 @@ def _fold_in_the_pipeline(learner_fold, program, seed: int, mode: str, x: torch.
         with torch.no_grad():
             outputs = _as_tuple(compiled(x))
     built = compiled.compiled
+    if mode == "baked":  # parameters the optimized graph no longer reads, whose values it baked in unrecorded
+        gone = _live_params(built.captured) - _live_params(built.optimized)
+        return outputs, [f"{name} folded in without graph.param_value" for name in sorted(gone - built.optimized.baked)]
     if mode == "returned":  # the same compiled code, called again: eager's second call returns fresh tensors
         params = [operator.attrgetter(name)(model) for name in built.param_names]
         with torch.no_grad():
@@ -480,6 +506,10 @@ def _fold_public() -> list[Group]:
             _fold_case([("matmul", (0, 1), None), ("scale", (2,), 2.0)], (3, 4),
                        "return x @ p, q * 2: q * 2 reads constants only, yet each call must return a fresh "
                        "tensor (a caller may change it in place)", mode="returned"),
+        ]),
+        Group("a parameter folded into a constant is recorded (graph.param_value), so that the guards compare it", [
+            _fold_case(_FOLD_CHAIN, (7,), "x @ (p * 2 + arange(6) * 0.1) + q: p is folded into a constant",
+                       mode="baked"),
         ]),
     ]
 
@@ -535,6 +565,8 @@ def _fold_hidden(g: torch.Generator) -> list[Group]:
             _fold_case([("sin", (0,), None), ("tanh", (2,), None), ("scale", (4,), 3.0)], (3, 5),
                        "return sin(x), tanh(q) * 3", mode="returned"),
         ]),
+        Group("a parameter folded into a constant is recorded (graph.param_value), so that the guards compare it", [
+            _fold_case(s, o, "random program", mode="baked", seed=_draw(g, 1000)) for s, o in programs]),
     ]
 
 

@@ -411,8 +411,23 @@ def free_problems(source: str, graph, plan: MemoryPlan, name: str = "forward") -
     return problems
 
 
+def slot_problems(source: str, plan: MemoryPlan, name: str = "forward") -> list[str]:
+    """Sentences naming each value the plan put in a slot that the wrapper does not take from
+    ``_slot<k>`` (the notebook's name for slot k, allocated once before ``def``)."""
+    reads: dict[str, set[str]] = {}
+    for stmt in _statements(source, name):
+        if isinstance(stmt, ast.Assign):
+            used = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    reads.setdefault(target.id, used)
+    return [f"{value.name} is planned in slot {k} but is not a view of _slot{k}"
+            for value, k in sorted(plan.slot_of.items(), key=lambda item: item[0].name)
+            if f"_slot{k}" not in reads.get(value.name, set())]
+
+
 def _with_frees(program: Callable[..., Any], *inputs: torch.Tensor) -> tuple[Any, list[str]]:
-    """Eager's result, and no freeing problem."""
+    """Eager's result, and no freeing or slot problem."""
     return program(*inputs), []
 
 
@@ -431,7 +446,7 @@ def _through_the_wrapper(learner_fn: Callable[..., Any], program: Callable[..., 
         result = tensorcraft.compile(program, backend=backend)(*inputs)
     problems = []
     for graph, plan, code, name in generated:
-        problems += free_problems(code.source, graph, plan, name)
+        problems += free_problems(code.source, graph, plan, name) + slot_problems(code.source, plan, name)
     return result, problems
 
 

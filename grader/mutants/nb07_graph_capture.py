@@ -172,6 +172,25 @@ def guard_compares_only_the_number_of_dims(name, value, remembered):
     return _guard(name, value, remembered, skip=("shape",))
 
 
+def _contiguous_strides(shape) -> tuple:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+@mutant(INPUT_GUARD, hint="compare the strides themselves, not value.is_contiguous(): a transposed tensor and a "
+        "broadcast view (expand, stride 0) are both non-contiguous with other strides, and is_contiguous() "
+        "ignores the stride of a size-1 axis, which torch.compile guards too")
+def guard_compares_contiguity_only(name, value, remembered):
+    if remembered[0] == "tensor" and isinstance(value, torch.Tensor):
+        was_contiguous = tuple(remembered[3]) == _contiguous_strides(remembered[2])
+        if value.is_contiguous() != was_contiguous:
+            return f"input {name}: contiguous {value.is_contiguous()} != {was_contiguous}"
+    return _guard(name, value, remembered, skip=("stride",))
+
+
 @mutant(INPUT_GUARD, hint="compare the strides too: a transposed tensor has the same shape but lays its values "
         "out differently in memory, and compiled code indexes memory with the strides it was built for")
 def guard_ignores_strides(name, value, remembered):
@@ -201,22 +220,34 @@ _READS_VALUES = {"__bool__", "item", "__int__", "__float__", "__index__", "tolis
 _VALUE_SHAPED = {"nonzero", "unique", "masked_select", "argwhere", "unique_consecutive"}
 
 
-def _refusal(op, args, kwargs, *, reads=_READS_VALUES, shaped=_VALUE_SHAPED, masks=True, extra=()):
+def _refusal(op, args, kwargs, *, reads=_READS_VALUES, shaped=_VALUE_SHAPED, masks=True, extra=(),
+             tuples=True, any_dtype=False):
     if op in reads or op in extra:
         return f"data-dependent Python: {op} reads values into Python"
     if op in shaped:
         return f"data-dependent shape: {op}"
     if masks and op == "getitem" and len(args) > 1:
-        index = args[1] if isinstance(args[1], tuple) else (args[1],)
-        if any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in index):
+        index = args[1] if tuples and isinstance(args[1], tuple) else (args[1],)
+        if any(isinstance(i, torch.Tensor) and (any_dtype or i.dtype == torch.bool) for i in index):
             return "data-dependent shape: indexing with a boolean mask"
     return None
+
+
+@mutant(REFUSAL, hint="Tensor.__index__ reads a value into Python too: range(t) and a list indexed by t call it")
+def refusal_forgets_index(op, args, kwargs):
+    return _refusal(op, args, kwargs, reads=_READS_VALUES - {"__index__"})
 
 
 @mutant(REFUSAL, hint="`if x.sum() > 0:` reads a value too, through Tensor.__bool__; so do int(t) (__int__ or "
         "__index__) and float(t) (__float__), not only t.item()")
 def refusal_only_item(op, args, kwargs):
     return _refusal(op, args, kwargs, reads={"item"})
+
+
+@mutant(REFUSAL, hint="a boolean mask can be one item of a tuple index, as in x[:, mask]: when args[1] is a "
+        "tuple, look at each of its items")
+def refusal_misses_masks_inside_a_tuple(op, args, kwargs):
+    return _refusal(op, args, kwargs, tuples=False)
 
 
 @mutant(REFUSAL, hint="some results have a shape that depends on the values (nonzero, unique, masked_select, "
@@ -235,3 +266,10 @@ def refusal_misses_boolean_masks(op, args, kwargs):
         "when the graph is captured and guarded afterwards, so a branch on them keeps one graph (Dynamo too)")
 def refusal_also_refuses_shape_reads(op, args, kwargs):
     return _refusal(op, args, kwargs, extra={"size", "shape", "dim", "__len__", "numel"})
+
+
+@mutant(REFUSAL, hint="only a boolean mask makes the result's shape depend on the values: x[idx] with an integer "
+        "tensor idx has idx's shape, and Dynamo keeps it in the graph; refuse a tensor index only when its "
+        "dtype is torch.bool")
+def refusal_refuses_every_tensor_index(op, args, kwargs):
+    return _refusal(op, args, kwargs, any_dtype=True)

@@ -82,7 +82,7 @@ def _key(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
-def _cse(graph, key, keep_returned_apart: bool = True, window: int | None = None):
+def _cse(graph, key, keep_returned_apart: bool = True, window: int | None = None, survivor_returned: bool = True):
     """The notebook's CSE with the key (and the rules around it) swappable."""
     graph = graph.copy()
     returned = returned_storages(graph)
@@ -97,6 +97,8 @@ def _cse(graph, key, keep_returned_apart: bool = True, window: int | None = None
             continue
         if keep_returned_apart and node in returned and survivor in returned:
             continue
+        if survivor_returned and node in returned:
+            returned.add(survivor)
         graph.replace_all_uses(node, survivor)
         duplicates.append(node)
     graph.remove(duplicates)
@@ -107,6 +109,25 @@ def _cse(graph, key, keep_returned_apart: bool = True, window: int | None = None
         "node.kwargs in the key as well as node.args")
 def cse_ignores_keywords(graph):
     return _cse(graph, lambda n: (id(n.target), _key(n.args)))
+
+
+def _key_by_type(value: Any) -> Any:
+    """Numbers, strings and None by value, nodes by identity, anything else (a dtype) by its type alone."""
+    if isinstance(value, Node):
+        return ("node", id(value))
+    if isinstance(value, (tuple, list)):
+        return tuple(_key_by_type(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _key_by_type(v)) for k, v in value.items()))
+    if value is None or isinstance(value, (int, float, str)):
+        return (type(value).__name__, value)
+    return type(value).__name__
+
+
+@mutant(CSE, hint="every argument that is not a node is compared by value, a dtype or a device too: "
+        "x.to(torch.float16) and x.to(torch.bfloat16) are two different calls")
+def cse_compares_other_arguments_by_type(graph):
+    return _cse(graph, lambda n: (id(n.target), _key_by_type(n.args), _key_by_type(n.kwargs)))
 
 
 @mutant(CSE, hint="two calls of the same op on the same nodes are not the same value when their other arguments "
@@ -122,6 +143,13 @@ def cse_compares_inputs_as_a_set(graph):
         plain = tuple(_key(v) for v in n.args if not isinstance(v, (Node, list, tuple)))
         return id(n.target), frozenset(id(i) for i in n.inputs), plain, _key(n.kwargs)
     return _cse(graph, key)
+
+
+@mutant(CSE, hint="when a returned node merges into an earlier one, the survivor is returned from then on: add it "
+        "to your set of returned nodes, or a third copy that is returned merges into it too and the caller gets one "
+        "tensor twice")
+def cse_forgets_the_survivor_is_returned(graph):
+    return _cse(graph, lambda n: (id(n.target), _key(n.args), _key(n.kwargs)), survivor_returned=False)
 
 
 @mutant(CSE, hint="two values that are both returned must stay two tensors: eager returns two, and a caller "
@@ -140,7 +168,8 @@ def cse_only_neighbours(graph):
 # ---------------------------------------------------------------- constant folding
 
 
-def _fold(graph, *, params=None, chains: bool = True, returned_too: bool = False, any_input: bool = False):
+def _fold(graph, *, params=None, chains: bool = True, returned_too: bool = False, any_input: bool = False,
+          guarded: bool = True):
     """The notebook's folder; ``params`` None: parameters are constants when the graph is frozen."""
     graph = graph.copy()
     known: dict = {}
@@ -159,7 +188,7 @@ def _fold(graph, *, params=None, chains: bool = True, returned_too: bool = False
             if not isinstance(value, torch.Tensor):
                 continue
             for i in node.inputs:
-                if i.kind == "param" and graph.frozen:
+                if i.kind == "param" and graph.frozen and guarded:
                     graph.param_value(i)
             folded = graph.constant(value, name=node.name)
             if chains:
@@ -191,6 +220,13 @@ def fold_returned_values(graph):
         "graph.param_value(node), so that the guards compare the values you baked in")
 def fold_only_constant_nodes(graph):
     return _fold(graph, params=False)
+
+
+@mutant(FOLD, hint="read a parameter's value with graph.param_value(node), not node.attrs['value']: param_value "
+        "records it in graph.baked, and the guards then compare its values at every call and "
+        "recompile after a change (p.data.mul_(...) leaves the version counter as it was); without it the compiled code keeps computing with the old values")
+def fold_bakes_parameters_unguarded(graph):
+    return _fold(graph, guarded=False)
 
 
 @mutant(FOLD, hint="a call can be folded only when every input is known at compile time; one that reads an input "

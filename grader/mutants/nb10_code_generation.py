@@ -196,7 +196,7 @@ def c_inlines_without_parentheses(kernel):
 # ---------------------------------------------------------------- generate_wrapper
 
 def _generate_wrapper(graph, plan, kernels, name="forward", *, frees="after", contiguous=True, reshape=True,
-                      returned=None):
+                      returned=None, slots=True):
     namespace = {"torch": torch, "operator": operator, "tensorcraft": tensorcraft, **kernels}
     printer = SourcePrinter(namespace)
     users = graph.users()
@@ -217,7 +217,7 @@ def _generate_wrapper(graph, plan, kernels, name="forward", *, frees="after", co
                 shape = kernel.output_shape(out)
                 target = outputs.get(i)
                 var = target.name if target is not None else f"_unused_{node.name}_{i}"
-                if target in plan.slot_of:
+                if slots and target in plan.slot_of:
                     body.append(f"{var} = _slot{plan.slot_of[target]}[:{math.prod(shape)}].view({shape})")
                 else:
                     body.append(f"{var} = torch.empty({shape}, dtype=torch.{kernel.dtype}, "
@@ -278,3 +278,10 @@ def wrapper_keeps_input_shapes(graph, plan, kernels, name="forward"):
 @mutant(GENERATE_WRAPPER, hint="return every value the output node lists, in its order: the caller unpacks them")
 def wrapper_returns_only_the_first(graph, plan, kernels, name="forward"):
     return _generate_wrapper(graph, plan, kernels, name, returned=lambda values: values[:1])
+
+
+@mutant(GENERATE_WRAPPER, hint="a value in plan.slot_of lives in its slot: assign it "
+        "`_slot<k>[:<numel>].view(<shape>)`, with `_slot<k>` allocated once before `def`; a torch.empty at every "
+        "call throws away the reuse the memory plan found")
+def wrapper_ignores_the_slots(graph, plan, kernels, name="forward"):
+    return _generate_wrapper(graph, plan, kernels, name, slots=False)

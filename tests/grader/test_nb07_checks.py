@@ -7,6 +7,7 @@ import torch
 import tensorcraft
 from grader.checks.compare import mismatch
 from grader.checks.nb07_graph_capture import EXERCISES, dynamo_breaks, fx_truth
+from grader.mutants import mutants_for
 from grader.mutants import nb07_graph_capture as wrong
 from tensorcraft.compiler.capture import capture as library_capture
 from tensorcraft.compiler.guards import check_input as library_check_input
@@ -114,3 +115,19 @@ def test_a_guard_substitute_keeps_tensorcraft_compiling_once_per_kind():
         for _ in range(3):
             compiled(torch.randn(2))
     assert compiled.stats.compiles == 1 and compiled.stats.cache_hits == 2
+
+
+def test_a_guard_that_compares_contiguity_only_is_named_by_its_hint():
+    """A transposed input and a broadcast view are both non-contiguous: Dynamo recompiles, so must the guard."""
+    report = INPUT_GUARD.run(wrong.guard_compares_contiguity_only)
+    failed = [o for o in report.failed if o.title == "tensor changes that must recompile"]
+    assert failed and "not value.is_contiguous()" in failed[0].hint
+
+
+@pytest.mark.parametrize("mistake", ["refusal_misses_masks_inside_a_tuple", "refusal_refuses_every_tensor_index"])
+def test_index_refusal_mistakes_are_named_by_their_hints(mistake):
+    """x[:, mask] must be refused and x[int_tensor] recorded, as Dynamo does."""
+    fn = getattr(wrong, mistake)
+    report = REFUSAL.run(fn)
+    hint = next(m.hint for m in mutants_for(REFUSAL.id) if m.name == mistake)
+    assert report.failed and any(o.hint == hint for o in report.failed)

@@ -90,8 +90,10 @@ def _mutant(exercise, name):
 
 def test_the_named_wrong_answers_are_rejected_with_their_hints():
     named = [(DCE, ["dce_removes_the_output", "dce_one_sweep", "dce_drops_unread_placeholders"]),
-             (CSE, ["cse_ignores_plain_arguments", "cse_ignores_keywords", "cse_merges_returned_values"]),
-             (FOLD, ["fold_when_any_input_is_known", "fold_ignores_frozen", "fold_returned_values"]),
+             (CSE, ["cse_ignores_plain_arguments", "cse_ignores_keywords", "cse_merges_returned_values",
+                    "cse_forgets_the_survivor_is_returned", "cse_compares_other_arguments_by_type"]),
+             (FOLD, ["fold_when_any_input_is_known", "fold_ignores_frozen", "fold_returned_values",
+                     "fold_bakes_parameters_unguarded"]),
              (FOLD_CONV_BN, ["fold_conv_bn_eps_outside_sqrt", "fold_conv_bn_forgets_the_conv_bias",
                             "fold_conv_bn_scales_the_input_axis", "fold_conv_bn_divides_by_var"])]
     crash = {"dce_removes_the_output", "fold_when_any_input_is_known"}  # the graph or the fold raises

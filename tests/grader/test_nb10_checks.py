@@ -3,8 +3,8 @@ the learner's stage really runs inside tc.compile, and the freeing rule reads th
 import torch
 
 import tensorcraft
-from grader.checks.nb10_code_generation import EXERCISES, NanFirst, free_problems
-from grader.mutants.nb10_code_generation import _c_source, _generate_wrapper
+from grader.checks.nb10_code_generation import EXERCISES, NanFirst, free_problems, slot_problems
+from grader.mutants.nb10_code_generation import _c_source, _generate_wrapper, wrapper_ignores_the_slots
 from tensorcraft.compiler.codegen import c as c_backend
 from tensorcraft.compiler.codegen import python as python_backend
 from tensorcraft.compiler.codegen import wrapper as wrapper_module
@@ -38,6 +38,7 @@ def test_the_librarys_wrapper_meets_the_freeing_rule():
         compiled(*inputs)
         done = compile_graph(compiled.compiled.captured)
         assert free_problems(done.code.source, done.optimized, done.plan) == [], case.note
+        assert slot_problems(done.code.source, done.plan) == [], case.note
 
 
 def test_calling_the_librarys_stage_is_refused():
@@ -106,3 +107,9 @@ def test_nan_first_fills_outputs_before_the_kernel_runs():
     seen = []
     NanFirst(Kernel, lambda a, out: seen.append(out.isnan().all().item()))(torch.zeros(2), torch.zeros(2))
     assert seen == [True]
+
+
+def test_a_wrapper_that_ignores_the_memory_plans_slots_is_rejected():
+    """Fresh torch.empty for a planned value computes the right numbers but throws the reuse away."""
+    report = WRAPPER.run(wrapper_ignores_the_slots)
+    assert report.failed and any("is not a view of _slot" in o.detail for o in report.failed)
