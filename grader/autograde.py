@@ -16,7 +16,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import signal
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -29,9 +28,10 @@ from nbgrader.preprocessors import SaveAutoGrades
 from tqdm import tqdm
 
 from .course import DEFAULT_COURSE, Course, put_python_scripts_on_path
-from .execute import Executed, execute_submission
+from .execute import Executed, execute_submission, start_worker
 from .export import write_csv
 from .feedback import feedback_exporter, stale_feedback, write_feedback
+from .sandbox import unavailable
 from .submissions import Submission, find_submissions
 
 
@@ -123,17 +123,30 @@ def _save(course: Course, executed: Executed) -> tuple[float, float]:
 
 # ---------------------------------------------------------------- the whole run
 
-def _leave_ctrl_c_to_the_parent() -> None:
-    """Worker start-up: Ctrl-C reaches every process of the terminal's group; the parent handles it
-    (it starts nothing more) and the notebook a worker is running ends normally, without tracebacks."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+class NoSandboxError(RuntimeError):
+    """No sandbox can be made here, and running learners' code unconfined was not asked for."""
+
+
+def sandboxed(isolation: str) -> bool:
+    """Whether kernels run sandboxed: "sandbox" (refuse when impossible), "unsafe", or "auto"
+    (sandboxed where possible: for tests and benchmarks on machines without bubblewrap)."""
+    if isolation not in ("sandbox", "unsafe", "auto"):
+        raise ValueError(f"isolation={isolation!r}: expected 'sandbox', 'unsafe' or 'auto'")
+    if isolation == "unsafe":
+        return False
+    reason = unavailable()
+    if reason and isolation == "sandbox":
+        raise NoSandboxError(f"refusing to run learners' code without a sandbox: {reason}")
+    return reason is None
 
 
 def autograde(folder: Path, course: Course, *, workers: int | None = None, timeout: int = 30,
               csv_path: Path | None = None, feedback: bool = True, force: bool = False,
-              progress: bool = True) -> Summary:
-    """Grade every submission in ``folder`` that is not graded yet (all of them with ``force``)."""
+              progress: bool = True, isolation: str = "sandbox") -> Summary:
+    """Grade every submission in ``folder`` that is not graded yet (all of them with ``force``),
+    each in a sandbox of its own unless ``isolation="unsafe"``."""
     started = time.perf_counter()
+    confined = sandboxed(isolation)
     put_python_scripts_on_path()
     assignments = course.assignments()
     if not assignments:
@@ -146,11 +159,13 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
 
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     bar = tqdm(total=len(todo), desc="autograde", unit="notebook", disable=not progress or not todo)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_leave_ctrl_c_to_the_parent) as pool:
+    context = multiprocessing.get_context("spawn")
+    hidden = (course.root.resolve(), folder.resolve())       # what no kernel may see
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=start_worker,
+                             initargs=(context.Value("i", 0),)) as pool:
         futures = {pool.submit(execute_submission, course.submitted(s.learner, s.assignment),
                                course.autograded(s.learner, s.assignment).parent, course.db_url,
-                               s.learner, s.assignment, timeout): s for s in todo}
+                               s.learner, s.assignment, timeout, confined, hidden): s for s in todo}
         try:
             for future in as_completed(futures):
                 submission = futures[future]

@@ -32,11 +32,15 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _autograde(args: argparse.Namespace) -> int:
-    from .autograde import autograde, print_summary
+    from .autograde import NoSandboxError, autograde, print_summary
     course = Course(args.course)
     try:
         summary = autograde(args.submissions, course, workers=args.workers, timeout=args.timeout,
-                            csv_path=args.csv, feedback=not args.no_feedback, force=args.force)
+                            csv_path=args.csv, feedback=not args.no_feedback, force=args.force,
+                            isolation="unsafe" if args.unsafe else "sandbox")
+    except NoSandboxError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("\ninterrupted: every notebook graded before the interrupt is saved; run the same command "
               "again to grade the rest (no CSV or feedback was written this time)", file=sys.stderr)
@@ -87,6 +91,9 @@ def parser() -> argparse.ArgumentParser:
     grade.add_argument("--csv", type=Path, help="where to write the scores (default: COURSE/grades.csv)")
     grade.add_argument("--no-feedback", action="store_true", help="skip writing feedback HTML")
     grade.add_argument("--force", action="store_true", help="regrade submissions already graded")
+    grade.add_argument("--unsafe", action="store_true",
+                       help="run learners' notebooks without a sandbox, with your own rights (only where "
+                            "bubblewrap cannot be had, and only for submissions you trust)")
     grade.set_defaults(run=_autograde)
 
     feedback = commands.add_parser("feedback", parents=[common], help="write feedback HTML (no hidden-test source) for graded notebooks")

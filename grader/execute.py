@@ -13,6 +13,9 @@ saying why it did not run (so it scores 0 too, instead of passing with no output
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +24,9 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds, Execute, LimitOutput,
                                     OverwriteCells, OverwriteKernelspec)
+
+from .sandbox import Sandbox, sandbox_uid
+from .sandboxed_kernel import SandboxedKernelManager
 
 
 def _error_output(ename: str, evalue: str) -> NotebookNode:
@@ -39,11 +45,18 @@ class GuardedExecute(Execute):
 
     lost: str | None = None         # why the kernel was given up, once it was
 
-    def __init__(self, **kwargs):
+    def __init__(self, sandbox: Sandbox | None = None, **kwargs):
         kwargs.setdefault("shutdown_kernel", "immediate")  # a hung kernel is killed, not waited for
         # The kernel's start-up warnings (plain-TCP transport) would repeat once per learner.
         kwargs.setdefault("extra_arguments", ["--IPKernelApp.log_level=ERROR"])
+        kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         super().__init__(**kwargs)
+        self.sandbox = sandbox      # where the kernel runs confined; None: with our own rights
+
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        km.sandbox = self.sandbox
+        return km
 
     def preprocess(self, nb, resources=None, km=None):
         self.lost = None
@@ -83,21 +96,53 @@ class Executed:
     notes: list[str] = field(default_factory=list)
 
 
+WORKER = 0     # this worker process's number in the pool (set by ``start_worker``): its sandbox uid
+
+
+def start_worker(counter=None) -> None:
+    """Pool initializer: take the next worker number; Ctrl-C is left to the parent (it starts
+    nothing more) so that the notebook a worker runs ends normally, without tracebacks."""
+    global WORKER
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if counter is not None:
+        with counter.get_lock():
+            WORKER, counter.value = counter.value, counter.value + 1
+
+
 def execute_submission(submitted: Path, autograded_dir: Path, db_url: str, learner: str, assignment: str,
-                       timeout: int) -> Executed:
-    """Sanitize and execute one submission; read-only on the gradebook. Runs in a worker process."""
+                       timeout: int, sandboxed: bool = False, hidden: tuple[Path, ...] = ()) -> Executed:
+    """Sanitize and execute one submission; read-only on the gradebook. Runs in a worker process.
+    ``sandboxed``: the kernel runs in a sandbox of its own, which cannot see ``hidden`` paths."""
+    if not sandboxed:
+        return _execute(submitted, autograded_dir, db_url, learner, assignment, timeout, None)
+    folder = Path(tempfile.mkdtemp(prefix="tensorcraft-sandbox-"))
+    folder.chmod(0o711)     # the sandbox's uid may pass through to its scratch folder, not list it
+    try:
+        sandbox = Sandbox(folder / "scratch", hidden=list(hidden), uid=sandbox_uid(WORKER))
+        sandbox.prepare()
+        own_copy = sandbox.scratch / submitted.name       # the learner's own copy, read-only
+        shutil.copyfile(submitted, own_copy)
+        own_copy.chmod(0o444)
+        return _execute(submitted, autograded_dir, db_url, learner, assignment, timeout, sandbox)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _execute(submitted: Path, autograded_dir: Path, db_url: str, learner: str, assignment: str,
+             timeout: int, sandbox: Sandbox | None) -> Executed:
     try:
         notebook = nbformat.read(submitted, as_version=4)
     except Exception as error:  # not a notebook at all: reported, the batch goes on
         return Executed(learner, assignment, problem=f"{submitted} is not a readable notebook: {error}")
+    cwd = sandbox.scratch if sandbox else autograded_dir
     resources = {"nbgrader": {"student": learner, "assignment": assignment, "notebook": assignment,
                               "db_url": db_url},
-                 "metadata": {"path": str(autograded_dir)}}
+                 "metadata": {"path": str(cwd)}}
     autograded_dir.mkdir(parents=True, exist_ok=True)
     try:
         for step in (ClearOutput(), DeduplicateIds(), OverwriteKernelspec(), OverwriteCells(), CheckCellMetadata()):
             notebook, resources = step.preprocess(notebook, resources)
-        executor = GuardedExecute(timeout=timeout)
+        executor = GuardedExecute(timeout=timeout, sandbox=sandbox)
         previous = os.environ.get("NBGRADER_EXECUTION")
         os.environ["NBGRADER_EXECUTION"] = "autograde"
         try:
