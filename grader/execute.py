@@ -25,6 +25,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds, Execute, LimitOutput,
                                     OverwriteCells, OverwriteKernelspec)
 
+from .integrity_watch import IntegrityWatch, check_module
 from .sandbox import Sandbox, sandbox_uid
 from .sandboxed_kernel import SandboxedKernelManager
 
@@ -45,13 +46,15 @@ class GuardedExecute(Execute):
 
     lost: str | None = None         # why the kernel was given up, once it was
 
-    def __init__(self, sandbox: Sandbox | None = None, **kwargs):
+    def __init__(self, sandbox: Sandbox | None = None, assignment: str | None = None, **kwargs):
         kwargs.setdefault("shutdown_kernel", "immediate")  # a hung kernel is killed, not waited for
         # The kernel's start-up warnings (plain-TCP transport) would repeat once per learner.
         kwargs.setdefault("extra_arguments", ["--IPKernelApp.log_level=ERROR"])
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         super().__init__(**kwargs)
         self.sandbox = sandbox      # where the kernel runs confined; None: with our own rights
+        self.assignment = assignment  # when given, its grading code is verified after every cell
+        self.integrity: IntegrityWatch | None = None
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
@@ -59,7 +62,7 @@ class GuardedExecute(Execute):
         return km
 
     def preprocess(self, nb, resources=None, km=None):
-        self.lost = None
+        self.lost, self.integrity = None, None
         try:
             return super().preprocess(nb, resources, km)
         except (DeadKernelError, CellTimeoutError, RuntimeError):
@@ -74,8 +77,14 @@ class GuardedExecute(Execute):
         if self.lost is not None:
             cell.outputs = [_error_output("CellNotRun", f"this cell did not run: {self.lost}")]
             return cell, resources
+        if self.assignment and self.integrity is None:
+            self.integrity = IntegrityWatch(self.kc, check_module(self.assignment))
+            self.integrity.before_first_cell()
         try:
-            return super().preprocess_cell(cell, resources, index)
+            cell, resources = super().preprocess_cell(cell, resources, index)
+            if self.integrity:
+                self.integrity.after_cell(cell, index)
+            return cell, resources
         except DeadKernelError:
             self.lost = f"the kernel died in {_cell_name(cell, index)}"
             cell.outputs.append(_error_output("DeadKernelError", "the kernel died while this cell ran"))
@@ -142,7 +151,7 @@ def _execute(submitted: Path, autograded_dir: Path, db_url: str, learner: str, a
     try:
         for step in (ClearOutput(), DeduplicateIds(), OverwriteKernelspec(), OverwriteCells(), CheckCellMetadata()):
             notebook, resources = step.preprocess(notebook, resources)
-        executor = GuardedExecute(timeout=timeout, sandbox=sandbox)
+        executor = GuardedExecute(timeout=timeout, sandbox=sandbox, assignment=assignment)
         previous = os.environ.get("NBGRADER_EXECUTION")
         os.environ["NBGRADER_EXECUTION"] = "autograde"
         try:
@@ -156,5 +165,6 @@ def _execute(submitted: Path, autograded_dir: Path, db_url: str, learner: str, a
         notebook, resources = CheckCellMetadata().preprocess(notebook, resources)
     except Exception as error:
         return Executed(learner, assignment, problem=f"could not grade {submitted}: {type(error).__name__}: {error}")
-    notes = [executor.lost] if executor.lost else []
+    integrity = executor.integrity
+    notes = [n for n in (executor.lost, integrity and (integrity.modified or integrity.problem)) if n]
     return Executed(learner, assignment, nbformat.writes(notebook), notes=notes)
