@@ -153,6 +153,8 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
         option = "" if course.root.resolve() == DEFAULT_COURSE.root.resolve() else f" --course {course.root}"
         raise FileNotFoundError(f"{course.root} holds no built assignment: run `python -m grader build{option}` first")
     submissions, skipped_files = find_submissions(folder, assignments)
+    for partial in course.root.rglob("*.partial"):   # half-written by a run that was killed: redone below
+        partial.unlink()
     outcomes = [Outcome(s, "skipped") for s in submissions if not force and _is_done(course, s)]
     todo = [s for s in submissions if force or not _is_done(course, s)]
     hashes = _register(course, todo)

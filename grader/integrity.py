@@ -29,6 +29,8 @@ MACHINERY = ("grader.checks.exercise", "grader.checks.compare", "grader.checks.t
 TOOLS = ("torch", "torch.nn.functional", "torch.overrides", "torch.utils._python_dispatch", "numpy")
 TOOL_CLASSES = ("torch.Tensor", "torch._C.TensorBase", "numpy.ndarray")
 SMALL = 4096        # constants whose repr is shorter than this are compared by value
+# Filled as the notebook runs (mutants register on first use); they choose hints, never scores.
+BY_IDENTITY = frozenset({"grader.mutants.REGISTRY"})
 
 _baseline: dict[str, Any] | None = None
 
@@ -75,7 +77,9 @@ def _module_tokens(name: str, into: dict[str, Any]) -> None:
         if (attribute.startswith("__") and attribute != "__getattr__") or (name == __name__ and attribute == "_baseline"):
             continue
         key = f"{name}.{attribute}"
-        if isinstance(value, type) and value.__module__ == name:
+        if key in BY_IDENTITY:
+            into[key] = id(value)
+        elif isinstance(value, type) and value.__module__ == name:
             _class_tokens(key, value, into)
         elif hasattr(value, "__dataclass_fields__") and not isinstance(value, type):  # e.g. an Exercise
             into[key] = id(value)
@@ -100,12 +104,15 @@ def snapshot(check_module: str | None = None) -> dict[str, Any]:
         for attribute, value in list(vars(module).items()) if module else ():
             if not attribute.startswith("_") or name == "builtins":
                 tokens[f"{name}.{attribute}"] = id(value)
-    for dotted in TOOL_CLASSES:
-        _class_tokens(dotted, _resolve(dotted), tokens)
+    for dotted in TOOL_CLASSES:   # what each name resolves to: an override of an inherited one shows
+        resolved: dict[str, Any] = {}
+        for klass in reversed(_resolve(dotted).__mro__):
+            resolved.update(vars(klass))
+        for attribute, value in resolved.items():
+            tokens[f"{dotted}.{attribute}"] = id(value)
     for attribute, value in vars(builtins).items():
         if not attribute.startswith("_") and callable(value):
             tokens[f"builtins.{attribute}"] = id(value)
-    tokens["sys.meta_path"] = tuple(id(f) for f in sys.meta_path)
     tokens["sys.gettrace()"] = id(sys.gettrace())
     tokens["sys.getprofile()"] = id(sys.getprofile())
     return tokens

@@ -86,7 +86,8 @@ def graded(built_course, tmp_path_factory):
 
 def test_every_learner_gets_the_score_it_must(graded):
     course, _, summary, passing, _, _, _ = graded
-    assert {o.submission.learner: o.status for o in summary.outcomes} == {learner: "graded" for learner in passing}
+    assert {o.submission.learner: o.status for o in summary.outcomes} == {learner: "graded" for learner in passing}, \
+        [(o.submission.learner, o.notes) for o in summary.outcomes if o.status != "graded"]
     put_python_scripts_on_path()
     with Gradebook(course.db_url) as gradebook:
         scores = {learner: {g.name: g.score for g in gradebook.find_submission_notebook(
