@@ -83,7 +83,7 @@ class GuardedExecute(Execute):
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
             if self.integrity:
-                self.integrity.after_cell(cell, index)
+                self.integrity.after_cell(cell, index, last=index == len(self.nb.cells) - 1)
             return cell, resources
         except DeadKernelError:
             self.lost = f"the kernel died in {_cell_name(cell, index)}"

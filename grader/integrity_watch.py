@@ -38,6 +38,7 @@ class IntegrityWatch:
         self.digest = ""                     # the fingerprint's digest, as install() gave it
         self.modified: str | None = None     # "the grading code was modified at cell N (...)"
         self.problem: str | None = None      # why no fingerprint could be taken (no cell is zeroed)
+        self.verified_after: int | None = None  # the last cell after which the code was found unchanged
 
     def before_first_cell(self) -> None:
         answer = self._ask(f"__import__('grader.integrity', fromlist=['install']).install({self.module!r})")
@@ -49,14 +50,20 @@ class IntegrityWatch:
         if not self.installed:
             self.problem = "the grading code could not be fingerprinted in this kernel; it was not verified"
 
-    def after_cell(self, cell: NotebookNode, index: int) -> None:
-        """Verify after ``cell`` ran; from the first change on, every graded cell scores 0."""
-        if self.installed and self.modified is None:
+    def after_cell(self, cell: NotebookNode, index: int, last: bool = False) -> None:
+        """Verify after ``cell`` ran, if learner code may have run in it (a graded cell, a cell the
+        learner may edit or add, the last cell); from the first change on, every graded cell scores 0."""
+        if self.installed and self.modified is None and (last or _learner_code_may_run(cell)):
             nonce = secrets.token_hex(8)
             answer = self._ask(f"__import__('grader.integrity', fromlist=['verify']).verify({nonce!r})")
             changed = _parse(answer, nonce, self.digest)
             if changed:
-                self.modified = f"the grading code was modified at cell {index + 1} ({', '.join(changed)})"
+                where = f"at cell {index + 1}"
+                if self.verified_after is not None and self.verified_after < index - 1:
+                    where = f"at or before cell {index + 1} (after cell {self.verified_after + 1})"
+                self.modified = f"the grading code was modified {where} ({', '.join(changed)})"
+            else:
+                self.verified_after = index
         if self.modified and is_grade(cell):
             cell.outputs.append(nbformat.v4.new_output(
                 "error", ename=MODIFIED, evalue=f"{self.modified}; this cell scores 0",
@@ -78,6 +85,13 @@ class IntegrityWatch:
             return None
         answer = msg["content"].get("user_expressions", {}).get("answer", {})
         return answer.get("data", {}).get("text/plain") if answer.get("status") == "ok" else None
+
+
+def _learner_code_may_run(cell: NotebookNode) -> bool:
+    """Instructor cells (locked, not graded) are restored before grading; every other cell runs
+    learner code: solution cells, cells the learner added, test cells (they call the learner's code)."""
+    nbgrader = cell.metadata.get("nbgrader", {})
+    return bool(nbgrader.get("grade") or nbgrader.get("solution") or not nbgrader.get("locked"))
 
 
 def _parse(answer: str | None, nonce: str, digest: str) -> list[str]:
