@@ -128,11 +128,15 @@ def execute_submission(submitted: Path, autograded_dir: Path, db_url: str, learn
     folder.chmod(0o711)     # the sandbox's uid may pass through to its scratch folder, not list it
     try:
         sandbox = Sandbox(folder / "scratch", hidden=list(hidden), uid=sandbox_uid(WORKER))
+        sandbox.end()                     # nothing left of an earlier run under this worker's uid
         sandbox.prepare()
         own_copy = sandbox.scratch / submitted.name       # the learner's own copy, read-only
         shutil.copyfile(submitted, own_copy)
         own_copy.chmod(0o444)
-        return _execute(submitted, autograded_dir, db_url, learner, assignment, timeout, sandbox)
+        try:
+            return _execute(submitted, autograded_dir, db_url, learner, assignment, timeout, sandbox)
+        finally:
+            sandbox.end()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -13,13 +13,16 @@ autograde refuses to run unless told ``--unsafe`` (``isolation="unsafe"``).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
+import signal
 import site
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +57,19 @@ class Sandbox:
         if self.uid is not None:
             os.chown(self.scratch, self.uid, self.uid)
         self.scratch.chmod(0o700)
+
+    def end(self, within: float = 10.0) -> None:
+        """Kill whatever still runs under the sandbox's uid, and wait until it is gone: a notebook's
+        children die with its PID namespace, but not at once, and the next kernel of this worker
+        must not find its process cap already spent."""
+        if self.uid is None:
+            return
+        deadline = time.monotonic() + within
+        while (pids := _pids_of(self.uid)) and time.monotonic() < deadline:
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.05)
 
     def give(self, path: Path) -> None:
         """Make a file the parent wrote in the scratch folder (the connection file) the kernel's."""
@@ -177,14 +193,19 @@ def _nvidia_devices() -> list[Path]:
     return sorted(Path("/dev").glob("nvidia*"))
 
 
-def _processes_of(uid: int) -> int:
-    """How many processes ``uid`` runs now: RLIMIT_NPROC counts them all, not only the sandbox's."""
-    count = 0
+def _pids_of(uid: int) -> list[int]:
+    """The processes ``uid`` runs now (RLIMIT_NPROC counts them all, not only one sandbox's)."""
+    pids = []
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
             text = status.read_text()
         except OSError:
             continue
         line = next((l for l in text.splitlines() if l.startswith("Uid:")), "")
-        count += line.split()[1:2] == [str(uid)]
-    return count
+        if line.split()[1:2] == [str(uid)]:
+            pids.append(int(status.parent.name))
+    return pids
+
+
+def _processes_of(uid: int) -> int:
+    return len(_pids_of(uid))

@@ -5,10 +5,9 @@ Name tripwires (``tripwire.py``) replace ``torch.outer`` by a function that fail
 method, or ``torch.outer`` stored in a dict before the check ran. Every one of those routes still
 goes through PyTorch's ``__torch_function__`` handling, so while a learner's function runs
 :func:`forbidden_ops` installs a :class:`~torch.overrides.TorchFunctionMode` that sees each call by
-its operation's name, whatever name the learner used; and a
-:class:`~torch.utils._python_dispatch.TorchDispatchMode` that sees each aten operation actually
-dispatched (for operations with a kernel of their own, such as ``aten.mm``, however they were
-reached — even from inside another function). An exercise that forbids numpy also fails a tensor
+its operation's name, whatever name the learner used; and, when a forbidden operation has a kernel
+of its own (``aten.mm``), a :class:`~torch.utils._python_dispatch.TorchDispatchMode` that sees each
+aten operation actually dispatched, however it was reached — even from inside another function. An exercise that forbids numpy also fails a tensor
 converted to a numpy array (``np.outer(a, b)``, ``a.numpy()``) or a numpy array turned into a tensor.
 
 Switching the watch off (``torch._C.DisableTorchFunction``) is itself a name tripwire while it runs.
@@ -73,6 +72,15 @@ class _DispatchWatch(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+def dispatch_watch_needed(ops: tuple[str, ...] | list[str]) -> bool:
+    """Whether any of ``ops`` is an aten operation with a kernel of its own (``mm``, ``sum``), which
+    only the dispatch watch sees when reached from inside another function. Composite operations
+    (``outer``, ``einsum``) are decomposed before dispatch and are seen by the function watch; and
+    the dispatch watch costs an import of torch._dynamo in the kernel, so it is used only when needed."""
+    return any(hasattr(torch.ops.aten, name) and not torch._C._dispatch_has_kernel_for_dispatch_key(
+        f"aten::{name}", "CompositeImplicitAutograd") for name in ops)
+
+
 @contextlib.contextmanager
 def forbidden_ops(ops: tuple[str, ...] | list[str], numpy_allowed: bool = True,
                   exercise: str = "this exercise") -> Iterator[None]:
@@ -83,7 +91,8 @@ def forbidden_ops(ops: tuple[str, ...] | list[str], numpy_allowed: bool = True,
         return
     watch = _Watch(frozenset(ops), numpy_allowed, exercise)
     depth = torch._C._len_torch_function_stack()
-    with tripwires(MODE_SWITCHES, exercise), _FunctionWatch(watch), _DispatchWatch(watch):
+    dispatch = _DispatchWatch(watch) if dispatch_watch_needed(ops) else contextlib.nullcontext()
+    with tripwires(MODE_SWITCHES, exercise), _FunctionWatch(watch), dispatch:
         yield
         if torch._C._len_torch_function_stack() != depth + 1:
             raise ForbiddenCallError(f"your code removed the check's watch over the operations it calls "
