@@ -163,8 +163,7 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
     bar = tqdm(total=len(todo), desc="autograde", unit="notebook", disable=not progress or not todo)
     context = multiprocessing.get_context("spawn")
     hidden = (course.root.resolve(), folder.resolve())       # what no kernel may see
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=start_worker,
-                             initargs=(context.Value("i", 0),)) as pool:
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=start_worker) as pool:
         futures = {pool.submit(execute_submission, course.submitted(s.learner, s.assignment),
                                course.autograded(s.learner, s.assignment).parent, course.db_url,
                                s.learner, s.assignment, timeout, confined, hidden): s for s in todo}

@@ -26,7 +26,7 @@ from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateI
                                     OverwriteCells, OverwriteKernelspec)
 
 from .integrity_watch import IntegrityWatch, check_module
-from .sandbox import Sandbox, sandbox_uid
+from .sandbox import Sandbox, claim_uid
 from .sandboxed_kernel import SandboxedKernelManager
 
 
@@ -105,17 +105,10 @@ class Executed:
     notes: list[str] = field(default_factory=list)
 
 
-WORKER = 0     # this worker process's number in the pool (set by ``start_worker``): its sandbox uid
-
-
-def start_worker(counter=None) -> None:
-    """Pool initializer: take the next worker number; Ctrl-C is left to the parent (it starts
-    nothing more) so that the notebook a worker runs ends normally, without tracebacks."""
-    global WORKER
+def start_worker() -> None:
+    """Pool initializer: Ctrl-C is left to the parent (it starts nothing more), so that the notebook
+    a worker runs ends normally, without tracebacks."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if counter is not None:
-        with counter.get_lock():
-            WORKER, counter.value = counter.value, counter.value + 1
 
 
 def execute_submission(submitted: Path, autograded_dir: Path, db_url: str, learner: str, assignment: str,
@@ -127,8 +120,8 @@ def execute_submission(submitted: Path, autograded_dir: Path, db_url: str, learn
     folder = Path(tempfile.mkdtemp(prefix="tensorcraft-sandbox-"))
     folder.chmod(0o711)     # the sandbox's uid may pass through to its scratch folder, not list it
     try:
-        sandbox = Sandbox(folder / "scratch", hidden=list(hidden), uid=sandbox_uid(WORKER))
-        sandbox.end()                     # nothing left of an earlier run under this worker's uid
+        sandbox = Sandbox(folder / "scratch", hidden=list(hidden), uid=claim_uid())
+        sandbox.end()                     # nothing left under this uid by a grader that was killed
         sandbox.prepare()
         own_copy = sandbox.scratch / submitted.name       # the learner's own copy, read-only
         shutil.copyfile(submitted, own_copy)

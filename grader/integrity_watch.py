@@ -38,7 +38,7 @@ class IntegrityWatch:
         self.digest = ""                     # the fingerprint's digest, as install() gave it
         self.modified: str | None = None     # "the grading code was modified at cell N (...)"
         self.problem: str | None = None      # why no fingerprint could be taken (no cell is zeroed)
-        self.verified_after: int | None = None  # the last cell after which the code was found unchanged
+        self.unverified: list[int] = []      # code cells run since the last verification, not verified
 
     def before_first_cell(self) -> None:
         answer = self._ask(f"__import__('grader.integrity', fromlist=['install']).install({self.module!r})")
@@ -59,11 +59,13 @@ class IntegrityWatch:
             changed = _parse(answer, nonce, self.digest)
             if changed:
                 where = f"at cell {index + 1}"
-                if self.verified_after is not None and self.verified_after < index - 1:
-                    where = f"at or before cell {index + 1} (after cell {self.verified_after + 1})"
+                if self.unverified:
+                    where += f" (or in instructor cell{'s' * (len(self.unverified) > 1)} "
+                    where += f"{', '.join(str(i + 1) for i in self.unverified)} before it, which called learner code)"
                 self.modified = f"the grading code was modified {where} ({', '.join(changed)})"
-            else:
-                self.verified_after = index
+            self.unverified = []
+        elif self.installed and self.modified is None:
+            self.unverified.append(index)
         if self.modified and is_grade(cell):
             cell.outputs.append(nbformat.v4.new_output(
                 "error", ename=MODIFIED, evalue=f"{self.modified}; this cell scores 0",

@@ -14,6 +14,7 @@ autograde refuses to run unless told ``--unsafe`` (``isolation="unsafe"``).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import os
 import shutil
@@ -26,7 +27,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FIRST_UID = 61000                       # sandbox uids: FIRST_UID + worker number (root only)
+FIRST_UID, UIDS = 61000, 1000          # sandbox uids (root only), one claimed per worker process
+PROBE_UID = FIRST_UID - 1               # the uid of the one-off probe in unavailable()
 ENVIRONMENT_KEPT = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "NBGRADER_EXECUTION", "OMP_NUM_THREADS",
                     "MKL_NUM_THREADS", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "TENSORCRAFT_CHECK_SEED")
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`, or `make sandbox`; "
@@ -119,9 +121,30 @@ class Sandbox:
         return command + argv
 
 
-def sandbox_uid(worker: int) -> int | None:
-    """The uid a worker's kernels run under: one of their own where we may (root), else ours."""
-    return FIRST_UID + worker if os.getuid() == 0 else None
+_claimed: list = []      # the open lock file of the uid this process claimed (held until it exits)
+
+
+def claim_uid() -> int | None:
+    """A uid no other grading process on this machine uses now, for this process's kernels (root
+    only; else None: the kernels run as we do). A uid is claimed by an exclusive lock on a file,
+    which the system releases when the process ends, however it ends; two autograde runs at once
+    (two courses, two instructors) never share one, so neither its process cap nor its clean-up."""
+    if os.getuid() != 0:
+        return None
+    if _claimed:
+        return _claimed[0][0]
+    folder = Path(tempfile.gettempdir()) / "tensorcraft-sandbox-uids"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    for uid in range(FIRST_UID, FIRST_UID + UIDS):
+        handle = open(folder / f"{uid}.lock", "w")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            continue
+        _claimed.append((uid, handle))
+        return uid
+    raise RuntimeError(f"all {UIDS} sandbox uids from {FIRST_UID} are in use by other grading processes")
 
 
 @functools.lru_cache(maxsize=1)
@@ -134,7 +157,7 @@ def unavailable() -> str | None:
     if missing:
         return f"{', '.join(missing)} not found; " + INSTALL_HINT
     with tempfile.TemporaryDirectory(prefix="tensorcraft-probe-") as folder:
-        probe = Sandbox(Path(folder) / "scratch", uid=sandbox_uid(0))
+        probe = Sandbox(Path(folder) / "scratch", uid=PROBE_UID if os.getuid() == 0 else None)
         probe.prepare()
         result = subprocess.run(probe.wrap(["/bin/true"]), capture_output=True, text=True)
     if result.returncode != 0:

@@ -18,11 +18,12 @@ from fake_class import CORRECT_OUTER, CORRECT_ROWS, POINTS, submission
 # on its parents' command lines (/proc/*/cmdline), and at the paths it was told.
 DESTROYER = '''import os, pathlib
 _targets = set()
-for _root in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents, *map(pathlib.Path, {known!r})]:
+for _root in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents[:-1], *map(pathlib.Path, {known!r})]:
     _targets.add(_root)
-for _status in pathlib.Path("/proc").glob("[0-9]*/cmdline"):
+for _status in pathlib.Path("/proc").glob("[0-9]*/cmdline"):   # where the grader keeps the class
     try:
-        _targets.update(pathlib.Path(a) for a in _status.read_bytes().decode().split("\\0") if a.startswith("/"))
+        _targets.update(pathlib.Path(a) for a in _status.read_bytes().decode().split("\\0")
+                        if a.startswith("/") and ("course" in a or "submi" in a))
     except OSError:
         pass
 _destroyed = []

@@ -12,7 +12,7 @@ from grader import sandbox as sandbox_module
 from grader.autograde import NoSandboxError, autograde, sandboxed
 from grader.cli import main as cli_main
 from grader.course import REPO, Course
-from grader.sandbox import Limits, Sandbox, sandbox_uid, unavailable
+from grader.sandbox import Limits, Sandbox, claim_uid, unavailable
 
 needs_sandbox = pytest.mark.skipif(unavailable() is not None, reason=f"no sandbox here: {unavailable()}")
 
@@ -51,7 +51,7 @@ def test_a_sandboxed_process_sees_only_its_scratch_and_the_course_code(tmp_path)
     folder = tmp_path / "sandboxes"
     folder.mkdir()
     folder.chmod(0o711)
-    box = Sandbox(folder / "scratch", hidden=[hidden], uid=sandbox_uid(7), limits=Limits(processes=50))
+    box = Sandbox(folder / "scratch", hidden=[hidden], uid=claim_uid(), limits=Limits(processes=50))
     box.prepare()
     server = __import__("socket").create_server(("127.0.0.1", 0))
     paths = {"hidden": [str(hidden)], "readable": str(REPO / "lib"), "repo": str(REPO),
@@ -68,7 +68,7 @@ def test_a_sandboxed_process_sees_only_its_scratch_and_the_course_code(tmp_path)
     assert report["memory"] == Limits().memory_bytes
     assert report["home"] == report["cwd"] == str(box.scratch)
     if os.getuid() == 0:
-        assert report["uid"] == sandbox_uid(7) and report["nproc"] == 50
+        assert report["uid"] == box.uid != 0 and report["nproc"] == 50
     assert (box.scratch / "written").exists()
 
 
