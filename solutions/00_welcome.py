@@ -242,7 +242,8 @@ if os.environ.get("NBGRADER_EXECUTION") != "autograde":
     GuardedExecute(timeout=1).preprocess(demo, {"metadata": {"path": "."}})
     for cell in demo.cells:
         outputs = [o.get("text", "").strip() or o.ename + (f": {o.evalue}" if o.evalue else "") for o in cell.outputs]
-        print(f"{cell.source.splitlines()[0]:<40} -> {' | '.join(outputs)}")
+        source = " / ".join(line.strip() for line in cell.source.splitlines())  # the whole cell, on one line
+        print(f"{source:<38} -> {' | '.join(outputs)}")
 
 # %% [markdown]
 # Your feedback shows your notebook with each test cell's output and score, but not the source of

@@ -55,3 +55,9 @@ def test_two_stages_cannot_share_a_name():
 def test_the_public_face_exports_substitute():
     import tensorcraft
     assert tensorcraft.substitute is stages.substitute
+
+
+def test_substitutions_active_can_ignore_named_stages():
+    with stages.substitute(_test_double=lambda x: 3 * x):
+        assert not stages.substitutions_active(ignoring={"_test_double"})
+        assert stages.substitutions_active(ignoring={"something_else"})

@@ -61,6 +61,14 @@ def mismatch(expected: Any, got: Any) -> str | None:
             if problem:
                 return f"item {index}: {problem}"
         return None
+    if isinstance(expected, dict):
+        if not isinstance(got, dict) or list(got) != list(expected):
+            return f"expected a dict with the keys {list(expected)}, got {describe(got)}"
+        for key, value in expected.items():
+            problem = mismatch(value, got[key])
+            if problem:
+                return f"{key}: {problem}"
+        return None
     if isinstance(expected, float) and isinstance(got, (int, float)):
         return None if np.isclose(expected, got, rtol=1e-9, atol=1e-12) else f"expected {expected!r}, got {got!r}"
     return None if got == expected else f"expected {describe(expected)}, got {describe(got)}"
@@ -108,6 +116,11 @@ def changed(before: Any, after: Any) -> str | None:
     return None
 
 
+def with_article(noun: str) -> str:
+    """'a list', 'an AlwaysEqual', 'an int'."""
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+
+
 def kind_hint(expected: Any, got: Any) -> str | None:
     """A hint for a result of the wrong kind (type, dtype, device), whatever the exercise; None
     when the kind is right and the values are what differ."""
@@ -121,7 +134,7 @@ def kind_hint(expected: Any, got: Any) -> str | None:
     if isinstance(expected, np.ndarray) and isinstance(got, torch.Tensor):
         return "return a numpy array, not a torch.Tensor: numpy arrays in, numpy arrays out"
     if not isinstance(got, type(expected)):
-        return f"return a {kind}, not a {type(got).__name__}" + (" (.tolist() and .item() leave torch)"
+        return f"return a {kind}, not {with_article(type(got).__name__)}" + (" (.tolist() and .item() leave torch)"
                                                                    if isinstance(got, (list, int, float)) else "")
     if _dtype_name(got.dtype) != _dtype_name(expected.dtype):
         return (f"the result must have dtype {_dtype_name(expected.dtype)}, as the real tool gives for these inputs: "

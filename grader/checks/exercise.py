@@ -35,6 +35,14 @@ class Case:
     raises: type[BaseException] | None = None  # an error case: the learner must raise this type
 
 
+def one_line(error: BaseException) -> BaseException:
+    """The error, shown by IPython as its one line, without a traceback into the grader's files:
+    the printed report above it already says what failed and why (IPython renders an exception
+    through its ``_render_traceback_`` when it has one; the error's type and message stay)."""
+    error._render_traceback_ = lambda: [f"\x1b[0;31m{type(error).__name__}\x1b[0m: {error}"]  # type: ignore[attr-defined]
+    return error
+
+
 def call_directly(learner_fn: Callable[..., Any], *args: Any) -> Any:
     """The default way a check runs the learner's code: call it on the case's arguments."""
     return learner_fn(*args)
@@ -60,6 +68,7 @@ class Exercise:
     # How the learner's function is run on a case: by default called directly; an exercise on one
     # stage of a pipeline plugs the function into the library's pipeline here instead.
     call: Callable[..., Any] = call_directly
+    cuda: bool = True            # False: the stage only runs on the CPU (a C kernel); no CUDA cases at all
 
     @property
     def name(self) -> str:
@@ -71,9 +80,7 @@ class Exercise:
         progress.record(self.id, report)  # the learner's course home reads it; never raises
         print(report.text())
         if report.failed:
-            raise AssertionError(
-                f"check_{self.name}: {len(report.failed)} of {len(report.outcomes)} groups failed "
-                f"(see the lines marked {FAIL} above)")
+            raise one_line(AssertionError(f"check_{self.name}: {report.failed_summary(with_pending=False)} (see the lines marked {FAIL} above)"))
 
     def run(self, learner_fn: Callable[..., Any], hidden: bool = False, *, seed: int | None = None,
             cuda_available: bool | None = None) -> CheckReport:
@@ -86,7 +93,7 @@ class Exercise:
         else:
             seed, groups = None, self.public()
         report = CheckReport(f"check_{self.name}", hidden=hidden, seed=seed)
-        for device in devices(cuda_available):
+        for device in [d for d in devices(cuda_available) if self.cuda or d.name == "cpu"]:
             for group in groups:
                 if not device.available:
                     report.outcomes.append(GroupOutcome(device.name, group.title, len(group.cases), PENDING,

@@ -97,8 +97,9 @@ OUTER = Exercise(
     # and the other tools that compute an outer product in one call; numpy is not allowed
     forbidden_ops=("outer", "ger", "einsum", "tensordot", "kron"),
     numpy_allowed=False,
-    extra_hints={RuntimeError: "two vectors of different lengths do not broadcast against each other; "
-                               "a[:, None] has shape (n, 1) and b[None, :] has shape (1, m)"},
+    extra_hints={RuntimeError: "the shapes did not broadcast to (n, m): a[:, None] has shape (n, 1) and "
+                               "b[None, :] has shape (1, m), and their product has shape (n, m); an in-place "
+                               "write (x *= ..., out[...] = ...) cannot grow a tensor to that shape"},
 )
 
 
@@ -129,7 +130,7 @@ def _normalize_public() -> list[Group]:
             Case((torch.tensor([[1.0, 2.0], [3.0, 5.0]]),), "2 x 2, row sums 3 and 8"),
             Case((_positive(4, 4, torch.float32, g),), "4 x 4"),
         ]),
-        Group("one row, one column, float64", [
+        Group("one row, one column, and a float64 matrix", [
             Case((_positive(1, 5, torch.float32, g),), "1 x 5"),
             Case((_positive(5, 1, torch.float32, g),), "5 x 1"),
             Case((_positive(3, 4, torch.float64, g),), "float64"),

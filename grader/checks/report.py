@@ -45,6 +45,12 @@ class CheckReport:
         """True when no group failed (pending GPU groups neither pass nor fail a grade)."""
         return not self.failed and any(o.status == PASS for o in self.outcomes)
 
+    def failed_summary(self, with_pending: bool = True) -> str:
+        """'2 of 3 groups failed', counting the groups that ran (pending ones are reported apart)."""
+        ran = len(self.outcomes) - len(self.pending)
+        return f"{len(self.failed)} of {ran} group{'s' * (ran != 1)} failed" + (
+            f" ({len(self.pending)} pending, not run)" if self.pending and with_pending else "")
+
     def text(self) -> str:
         kind = "hidden randomized cases" if self.hidden else "public cases"
         lines = [f"{self.check}: {kind}"]
@@ -59,7 +65,7 @@ class CheckReport:
         ran = sorted({o.device for o in self.outcomes if o.status != PENDING})
         waiting = sorted({o.device for o in self.pending})
         if self.failed:
-            lines.append(f"{len(self.failed)} of {len(self.outcomes)} groups failed; read the lines marked {FAIL}.")
+            lines.append(f"{self.failed_summary()}; read the lines marked {FAIL}.")
         else:
             lines.append(f"All {kind} pass on {', '.join(ran)}."
                          + (f" Pending (not run, not counted as passed): {', '.join(waiting)}." if waiting else ""))

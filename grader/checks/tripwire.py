@@ -105,11 +105,16 @@ def _reachable_values(fn: Callable[..., Any]) -> Iterator[tuple[str, Any]]:
             with contextlib.suppress(ValueError):  # an empty cell
                 found.append((name, cell.cell_contents))
         defaults = (getattr(current, "__defaults__", None) or ()) + tuple((getattr(current, "__kwdefaults__", None) or {}).values())
-        found += [("a default argument", value) for value in defaults]
+        found += [(f"a default argument of {current.__name__}", value) for value in defaults]
         for name, value in found:
             yield name, value
             if isinstance(value, types.FunctionType) and value.__globals__ is namespace:
                 todo.append(value)
+
+
+def _through(name: str) -> str:
+    """'the name 'mm'' for a variable; a description ('a default argument of f') as it is."""
+    return name if " " in name else f"the name {name!r}"
 
 
 def captured_forbidden(fn: Callable[..., Any], paths: tuple[str, ...] | list[str],
@@ -129,6 +134,6 @@ def captured_forbidden(fn: Callable[..., Any], paths: tuple[str, ...] | list[str
         path = originals.get(id(value))
         if path is not None:
             return ForbiddenCallError(
-                f"your code uses {path} (through the name {name!r}), which the exercise '{exercise}' "
+                f"your code uses {path} (through {_through(name)}), which the exercise '{exercise}' "
                 f"asks you to do without; write it with the operations the exercise names instead")
     return None

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Collection, Iterator
 
 # Packages whose modules declare stages; imported on demand, so that `substitute` knows every name.
 STAGE_PACKAGES = ("tensorcraft.einstein", "tensorcraft.einops", "tensorcraft.compiler")
@@ -64,9 +64,12 @@ def stage_names() -> list[str]:
     return sorted(_LIBRARY)
 
 
-def substitutions_active() -> bool:
-    """True while a ``substitute`` block is in force: plan caches must not be read or filled."""
-    return bool(_SUBSTITUTES)
+def substitutions_active(ignoring: Collection[str] = ()) -> bool:
+    """True while a ``substitute`` block is in force: plan caches must not be read or filled.
+
+    ``ignoring``: stages whose substitutes do not count (a cache's own lookup, such as the
+    compiler's guards, may run a substitute and still use the cache)."""
+    return any(key not in ignoring for key in _SUBSTITUTES)
 
 
 @contextlib.contextmanager

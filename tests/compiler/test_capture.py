@@ -190,3 +190,17 @@ def test_a_closure_tensor_that_requires_grad_is_refused_not_silently_detached():
     with torch.no_grad():  # without gradients the same closure is just a constant
         compiled(torch.randn(3)), compiled(torch.randn(3))
     assert compiled.stats.compiles == 1
+
+
+def test_refusal_is_a_stage_the_builder_calls():
+    """A substitute for opnames.refusal decides what capture records: refusing nothing records
+    the branch the first call took, refusing `mul` sends the call to eager."""
+    def branchy(x):
+        return x * 2 if x.sum() > 0 else x - 1
+
+    with tensorcraft.substitute(refusal=lambda name, args, kwargs: None):
+        captured = capture(branchy, (torch.ones(3),))
+    assert captured.reason is None and [n.op for n in captured.graph.nodes if n.kind == "call"] == ["sum", "gt", "mul"]
+    with tensorcraft.substitute(refusal=lambda name, args, kwargs: "no mul" if name == "mul" else None):
+        captured = capture(lambda x: x.sin() * 2, (torch.ones(3),))
+    assert captured.graph is None and captured.reason.startswith("no mul")

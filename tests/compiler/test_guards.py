@@ -461,3 +461,32 @@ def test_only_the_module_tensors_baked_into_the_code_are_compared_by_value():
         model.mask.data[0, 0] = True  # no version bump: only a comparison of values sees it
         torch.testing.assert_close(compiled(x), model(x))
     assert "module tensor mask holds other values" in compiled.stats.recompiles[0]
+
+
+def test_a_substitute_check_input_decides_reuse_and_the_cache_stays_in_use():
+    """check_input is a stage: a substitute runs inside the cache lookup, and the cache is still read
+    and filled (a guard stage is the lookup itself, unlike the stages that build an entry)."""
+    seen = []
+
+    def shapes_only(name, value, remembered):  # a too-lenient guard: the dtype is not compared
+        seen.append(name)
+        return None if tuple(value.shape) == remembered[2] else f"input {name}: shape changed"
+
+    compiled = tensorcraft.compile(_f, backend="python")
+    with tensorcraft.substitute(check_input=shapes_only):
+        compiled(torch.randn(3, 4))
+        compiled(torch.randn(3, 4, dtype=torch.float64))  # reused: the substitute said so
+        compiled(torch.randn(5, 4))
+    assert seen == ["x", "x"] and compiled.stats.compiles == 2
+    assert compiled.stats.recompiles == ["input x: shape changed"]
+    compiled(torch.randn(3, 4, dtype=torch.float64))  # the library's own guard again: dtype differs
+    assert compiled.stats.compiles == 3
+
+
+def test_the_library_check_input_names_the_first_field_that_differs():
+    from tensorcraft.compiler.guards import check_input, describe_input
+    x = torch.randn(3, 4)
+    assert check_input("x", torch.randn(3, 4), describe_input(x)) is None
+    assert check_input("x", x.double(), describe_input(x)) == "input x: dtype torch.float64 != torch.float32"
+    assert check_input("k", 2.0, describe_input(2)) == "input k: type float != int"
+    assert check_input("k", True, describe_input(1)) == "input k: type bool != int"

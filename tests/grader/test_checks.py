@@ -67,7 +67,9 @@ def _helper_that_delegates(a, b):
 def test_a_forbidden_function_captured_before_the_check_is_caught(learner, capsys):
     with pytest.raises(AssertionError):
         nb00_welcome.check_outer(learner)
-    assert "your code uses torch.outer" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "your code uses torch.outer" in out
+    assert "through the name 'a default" not in out       # a default argument is named as one
 
 
 def _squares_reference(x):
@@ -122,6 +124,21 @@ def test_check_passes_silently_on_a_correct_answer_and_raises_on_a_wrong_one(cap
     assert "✓ cpu" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="check_outer"):
         nb00_welcome.check_outer(lambda a, b: correct_outer(a, b) + 1)
+
+
+def test_a_failure_counts_the_groups_that_ran_and_reports_pending_ones_apart(capsys):
+    report = OUTER.run(lambda a, b: correct_outer(a, b) + 1, cuda_available=False)
+    assert report.text().splitlines()[-1] == f"3 of 3 groups failed (3 pending, not run); read the lines marked {FAIL}."
+    with pytest.raises(AssertionError) as raised:
+        nb00_welcome.check_outer(lambda a, b: correct_outer(a, b) + 1)
+    assert "3 of 3 groups failed (see" in str(raised.value)
+
+
+def test_a_failed_check_renders_in_ipython_as_one_line_not_a_traceback_into_the_grader():
+    with pytest.raises(AssertionError) as raised:
+        nb00_welcome.check_outer(lambda a, b: correct_outer(a, b) + 1)
+    [line] = raised.value._render_traceback_()
+    assert "AssertionError" in line and "check_outer: " in line and "grader" not in line
 
 
 def test_a_learner_result_equal_to_a_mutant_gets_that_mutants_hint(capsys):
@@ -250,6 +267,8 @@ def test_mismatch_names_shape_dtype_and_kind():
 @pytest.mark.parametrize("returns, says", [
     (lambda a, b: correct_outer(a, b).numpy(), "return a torch.Tensor, not a numpy array"),
     (lambda a, b: correct_outer(a, b).tolist(), "return a torch.Tensor, not a list"),
+    (lambda a, b: (a, b), "return a torch.Tensor, not a tuple"),
+    (lambda a, b: object.__new__(type("AlwaysEqual", (), {"__eq__": lambda s, o: True})), "not an AlwaysEqual"),
     (lambda a, b: None, "did you forget `return`?"),
     (lambda a, b: correct_outer(a, b).half(), "the result must have dtype float32"),
     (lambda a, b: correct_outer(a, b).to("meta"), "the result must be on the inputs' device"),  # as .cpu() on CUDA

@@ -7,13 +7,15 @@ The stages a learner may rewrite are public functions the pipeline calls, declar
 ``tensorcraft.stages.swappable``; the modules below declare them, so importing the package makes
 every name known to ``tensorcraft.substitute``:
     capture.capture, dynamo_backend.graph_from_fx      the front-ends (through builder.GraphBuilder)
-    guards.check_guards                                 is a cached entry still valid?
+    opnames.refusal                                     which calls capture must not record
+    guards.check_guards, guards.check_input             is a cached entry still valid? (per input)
     passes.*: eliminate_dead_code, fold_constants, eliminate_common_subexpressions,
-              fold_conv_batchnorm, decompose, group_fusible, fuse_elementwise
+              fold_conv_batchnorm (and its arithmetic, fold_conv_bn), decompose, group_fusible, fuse_elementwise,
+              merge_views
     passes.memory_plan.plan_memory                      liveness and buffer reuse
     codegen: python_source, c_source, triton_source     the kernel printers
     codegen.wrapper.generate_wrapper                    the Python function that runs a graph
 """
 from . import api, capture, dynamo_backend, guards  # noqa: F401
 from .codegen import c, python, triton, wrapper  # noqa: F401
-from .passes import conv_bn, constant_folding, cse, dce, decompose, fusion, memory_plan  # noqa: F401
+from .passes import conv_bn, constant_folding, cse, dce, decompose, fusion, memory_plan, views  # noqa: F401

@@ -4,6 +4,8 @@
     ConvBNReLU     Conv -> BatchNorm -> ReLU, twice     (conv+bn folding in eval mode, in-place ReLU)
     NormSoftmax    LayerNorm -> scale -> softmax -> +x  (decomposition, reductions at the end of chains)
     Attention      multi-head attention with einsum and reshapes
+    TransformerBlock  a pre-norm causal block written with tc.einsum and tc.rearrange (notebook 11's
+                   stand-in where a learner's block is not written yet; not in model_zoo)
 """
 from __future__ import annotations
 
@@ -61,6 +63,29 @@ class Attention(nn.Module):
         weights = scores.softmax(dim=-1)
         mixed = torch.einsum("bhij,bjhd->bihd", weights, v).reshape(b, t, d)
         return x + self.out(mixed)
+
+
+class TransformerBlock(nn.Module):
+    """x + proj(attention(ln1(x))), then + fc2(gelu(fc1(ln2(x)))); causal attention with heads split as (h e)."""
+
+    def __init__(self, d: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from tensorcraft.einops.ops import rearrange
+        from tensorcraft.einstein.api import einsum
+
+        q, k, v = (rearrange(z, "b t (h e) -> b h t e", h=self.heads) for z in self.qkv(self.ln1(x)).chunk(3, dim=-1))
+        t = x.shape[1]
+        scores = einsum("bhqe,bhke->bhqk", q, k) * q.shape[-1] ** -0.5
+        future = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+        weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+        x = x + self.proj(rearrange(einsum("bhqk,bhke->bhqe", weights, v), "b h t e -> b t (h e)"))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
 def model_zoo() -> dict[str, tuple[nn.Module, tuple[int, ...]]]:

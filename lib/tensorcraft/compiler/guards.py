@@ -90,6 +90,15 @@ class Guards:
 
 
 @swappable
+def check_input(name: str, value: Any, remembered: tuple) -> str | None:
+    """None if the flat input ``value`` still matches what a guard remembered of it at capture
+    (``remembered = describe_input(value_then)``); otherwise the difference, in words, naming ``name``.
+    The one input-by-input decision of ``check_guards``: a stage of its own, so that it can be rewritten."""
+    got = describe_input(value)
+    return None if _input_matches(got, remembered) else _difference(name, got, remembered)
+
+
+@swappable
 def check_guards(guards: Guards, flat: Sequence[Any], spec: Any, training: bool | None,
                  params: Sequence[torch.Tensor]) -> str | None:
     """None if the entry guarded by ``guards`` can run these inputs; otherwise the first failed guard,
@@ -105,9 +114,9 @@ def check_guards(guards: Guards, flat: Sequence[Any], spec: Any, training: bool 
     if training != guards.training:
         return f"training mode changed: module.training is {training}, was {guards.training}"
     for name, value, expected in zip(guards.names, flat, guards.inputs):
-        got = describe_input(value)
-        if not _input_matches(got, expected):
-            return _difference(name, got, expected)
+        why = check_input(name, value, expected)
+        if why is not None:
+            return why
     for name, tensor, (pid, ptr, requires_grad, version) in zip(guards.param_names, params, guards.params):
         if id(tensor) != pid:
             return f"module tensor {name} was replaced by another tensor"

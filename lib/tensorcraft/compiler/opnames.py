@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from ..stages import swappable
+
 # Python operators and dunders -> canonical name
 _DUNDER = {
     "__add__": "add", "__radd__": "radd", "__iadd__": "add_",
@@ -68,6 +70,7 @@ SIDE_EFFECTS = {"_set_grad_enabled", "set_grad_enabled", "manual_seed", "seed", 
                 "_enter_autocast", "_exit_autocast"}
 
 
+@swappable
 def refusal(name: str, args: tuple, kwargs: dict) -> str | None:
     """Why capture must not record this call (None when it can). Reasons are shown by explain()."""
     if name == "data_ptr":

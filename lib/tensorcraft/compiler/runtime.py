@@ -8,7 +8,9 @@
        "eager" one: later matching calls run eagerly, and explain() says why;
     4. past ``cache_limit`` entries (8, as torch.compile), a new signature runs eagerly with a warning.
 While a ``tensorcraft.substitute(...)`` block is in force the cache is neither read nor filled:
-every call captures, compiles with the substitute stages and returns what the compiled code computes.
+every call captures, compiles with the substitute stages and returns what the compiled code computes
+(except for substitutes of the guard stages, ``GUARD_STAGES``: they are the cache's lookup);
+``.compiled`` shows that build (the most recent one, cached or not).
 
 ``compiled_module(model, compiler)`` returns the model itself under another class: an instance of
 a subclass of the model's own class that shares the model's ``__dict__`` (parameters, buffers,
@@ -32,6 +34,8 @@ from .guards import Guards, build_guards, check_guards, plain_values
 from .pipeline import CompiledGraph, Pass, compile_graph
 
 DEFAULT_CACHE_LIMIT = 8
+# Substitutes for these stages decide cache hits themselves: the cache stays in use while they are in force.
+GUARD_STAGES = frozenset({"check_guards", "check_input"})
 
 
 @dataclass
@@ -66,6 +70,7 @@ class Compiler:
         self._specs: dict[int, Any] = {}  # number of tensor arguments -> the pytree spec of (args, {})
         self.stats = Stats()
         self._warned = False
+        self.last_built: CompiledGraph | None = None  # also built under a substitute, which caches nothing
 
     # -- the call path ----------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -77,7 +82,7 @@ class Compiler:
         else:
             flat, spec = pytree.tree_flatten((args, kwargs))
         training = None if self.module is None else self.module.training
-        if stages.substitutions_active():  # a learner's stage is in force: build afresh, cache nothing
+        if stages.substitutions_active(ignoring=GUARD_STAGES):  # a learner's stage is in force: build afresh, cache nothing
             return self._compile_and_run(args, kwargs, flat, spec, training, cache=False)
         failures = []
         for entry in self.entries:
@@ -124,6 +129,7 @@ class Compiler:
         compiled = compile_graph(graph, backend=self.backend, passes=self.passes, debug=self.debug,
                                  need_grad=need_grad)
         self.stats.compiles += 1
+        self.last_built = compiled
         if not cache:
             return compiled.run(flat, params, need_grad)
         folds = compiled.folds_values()
@@ -159,11 +165,9 @@ class Compiler:
 
     @property
     def compiled(self) -> CompiledGraph | None:
-        """The most recently built compiled graph (for notebooks: .captured, .optimized, .source)."""
-        for e in reversed(self.entries):
-            if e.compiled is not None:
-                return e.compiled
-        return None
+        """The most recently built compiled graph (for notebooks: .captured, .optimized, .source), cached
+        or not: under ``tensorcraft.substitute`` it is the one the substitute stages just built."""
+        return self.last_built
 
 
 def _fetcher(module: torch.nn.Module | None, names: list[str]) -> Callable[[Any], tuple]:

@@ -7,7 +7,9 @@ A pass works on ``graph.copy()`` and changes it only through the graph's methods
     constant_folding.fold_constants      compute once what depends only on constants (and frozen params)
     cse.eliminate_common_subexpressions  one node for each repeated computation
     conv_bn.fold_conv_batchnorm          conv -> batchnorm (-> relu) into one conv, in eval mode
+                                         (conv_bn.fold_conv_bn computes the folded weight and bias)
     decompose.decompose                  softmax / layer_norm into elementwise ops and reductions (by name only)
+    views.merge_views                    a view of a view into one view of the original (by name only)
     fusion.fuse_elementwise              chains of elementwise ops (+ a last-axis reduction) into Kernels
                                          (fusion.group_fusible chooses the groups)
     memory_plan.plan_memory              (an analysis, not a pass) liveness and buffer reuse
@@ -17,11 +19,12 @@ from __future__ import annotations
 import importlib
 from typing import Callable, Sequence
 
-# name -> (module, function); the default pipeline runs them in this order
+# name -> (module, function), in the order a pipeline runs them (DEFAULT_PASSES: a selection)
 PASSES = {
     "conv_bn": ("conv_bn", "fold_conv_batchnorm"),
     "constant_folding": ("constant_folding", "fold_constants"),
     "decompose": ("decompose", "decompose"),
+    "views": ("views", "merge_views"),
     "cse": ("cse", "eliminate_common_subexpressions"),
     "dce": ("dce", "eliminate_dead_code"),
     "fusion": ("fusion", "fuse_elementwise"),

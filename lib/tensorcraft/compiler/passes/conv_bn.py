@@ -3,7 +3,8 @@
 In eval mode a batchnorm is an affine map per channel: ``y = (x - mean) / sqrt(var + eps) * g + b``.
 Applied to a convolution's output it can be folded into the convolution's weights and bias:
 ``w' = w * s``, ``b' = (b - mean) * s + beta`` with ``s = g / sqrt(var + eps)``; one op less,
-one intermediate less. A ReLU that is the batchnorm's only reader joins too, applied in place
+one intermediate less. That arithmetic is a stage of its own, ``fold_conv_bn``, which the pass calls
+(a notebook swaps it with ``tensorcraft.substitute(fold_conv_bn=...)``). A ReLU that is the batchnorm's only reader joins too, applied in place
 on the convolution's fresh output (``functional.conv2d_relu``). Needs constant weights and
 statistics: only in a frozen graph. fx's counterpart: ``torch.fx.experimental.optimization.fuse``.
 """
@@ -40,6 +41,16 @@ def _value(x, graph: Graph):
 
 
 @swappable
+def fold_conv_bn(weight: torch.Tensor, bias: torch.Tensor, running_mean: torch.Tensor, running_var: torch.Tensor,
+                 gamma: torch.Tensor, beta: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The weight ``[out, in, kh, kw]`` and bias ``[out]`` of one convolution that computes conv -> batchnorm
+    (eval mode): each output channel's filter and bias scaled by ``gamma / sqrt(var + eps)``, the mean moved
+    into the bias. ``bias`` is zeros where the conv has none; ``gamma``/``beta`` ones/zeros without affine."""
+    scale = gamma / torch.sqrt(running_var + eps)
+    return weight * scale.reshape(-1, *([1] * (weight.dim() - 1))), (bias - running_mean) * scale + beta
+
+
+@swappable
 def fold_conv_batchnorm(graph: Graph) -> Graph:
     graph = graph.copy()
     users = graph.users()
@@ -62,10 +73,9 @@ def fold_conv_batchnorm(graph: Graph) -> Graph:
         if mean is None or var is None:
             continue
         with torch.no_grad():
-            scale = (gamma if gamma is not None else torch.ones_like(var)) / torch.sqrt(var + b["eps"])
-            new_w = w * scale.reshape(-1, *([1] * (w.dim() - 1)))
-            new_b = ((cb if cb is not None else torch.zeros_like(mean)) - mean) * scale \
-                + (beta if beta is not None else torch.zeros_like(mean))
+            new_w, new_b = fold_conv_bn(w, cb if cb is not None else torch.zeros_like(mean), mean, var,
+                                        gamma if gamma is not None else torch.ones_like(var),
+                                        beta if beta is not None else torch.zeros_like(mean), b["eps"])
         wn, bnode = graph.constant(new_w, f"{conv.name}_folded_weight"), graph.constant(new_b, f"{conv.name}_folded_bias")
         rest = (c["stride"], c["padding"], c["dilation"], c["groups"])
         relu = users[bn][0] if len(users[bn]) == 1 else None

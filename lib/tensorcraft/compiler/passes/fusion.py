@@ -110,9 +110,10 @@ class Group:
 
 
 @swappable
-def group_fusible(graph: Graph) -> list[Group]:
+def group_fusible(graph: Graph, *, recompute: bool = True) -> list[Group]:
     """The groups worth a kernel (two or more nodes, or values recomputed), greedily in topological
-    order by the rules of the module docstring. Reads the graph, changes nothing."""
+    order by the rules of the module docstring. Reads the graph, changes nothing. ``recompute=False``:
+    the plain rules alone, every value read from memory (what notebook 09 asks a learner to write)."""
     meaning = {n: classify(n) for n in graph.nodes}
     group_of: dict[Node, Group] = {}
     upstream: dict[Node, set[int]] = {}
@@ -138,7 +139,7 @@ def group_fusible(graph: Graph) -> list[Group]:
                 groups.append(chosen)
             chosen.members.append(node)
             group_of[node] = chosen
-            for i in node.inputs:  # values of reduction groups: recompute rather than store and reload
+            for i in node.inputs if recompute else ():  # values of reduction groups: recompute, not reload
                 g = group_of.get(i)
                 if g is not None and g is not chosen and meaning[i].reduce is None and g.has_reduction(meaning):
                     more = _recompute_closure(i, chosen, meaning, group_of, upstream)

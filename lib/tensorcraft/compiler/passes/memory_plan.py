@@ -10,7 +10,9 @@ small set of *slots*; a slot whose value has died is handed to the next kernel o
 same dtype and device that fits. Slots are allocated once, when the code is loaded, and kept
 across calls (no fresh pages each call). Values returned to the caller never live in a slot.
 
-This is an analysis: it returns a MemoryPlan and leaves the graph as it is.
+This is an analysis: it returns a MemoryPlan and leaves the graph as it is. Two stages can be
+swapped: ``storage_lifetimes`` (liveness) and ``plan_memory`` (slots); ``frees_at_last_use`` and
+``measure_peaks`` are the bookkeeping around them, and ``memory_timeline`` the bytes held at each step.
 """
 from __future__ import annotations
 
@@ -64,6 +66,7 @@ def allocates(node: Node) -> bool:
     return node.kind == "call" and node.shape is not None and node.aliases is None and node.nbytes > 0
 
 
+@swappable
 def storage_lifetimes(graph: Graph) -> dict[Node, int]:
     """The last node index at which each storage (a node no view chain goes past) is still needed."""
     end = len(graph.nodes)
@@ -76,25 +79,31 @@ def storage_lifetimes(graph: Graph) -> dict[Node, int]:
     return lifetime
 
 
+def frees_at_last_use(graph: Graph) -> tuple[dict[Node, int], dict[int, list[Node]]]:
+    """(last reader of each value, values to delete after each node): what the wrapper's ``del`` lines
+    say. Returned values are never deleted."""
+    last_use: dict[Node, int] = {}
+    for i, n in enumerate(graph.nodes):
+        for inp in n.inputs:
+            last_use[inp] = i
+    outputs = set(graph.output.inputs)
+    frees_after: dict[int, list[Node]] = {}
+    for node, i in last_use.items():
+        if i < len(graph.nodes) - 1 and node not in outputs:
+            frees_after.setdefault(i, []).append(node)
+    return last_use, frees_after
+
+
 @swappable
 def plan_memory(graph: Graph) -> MemoryPlan:
     """Liveness, frees at last use, and slot assignment for fused-kernel outputs."""
     plan = MemoryPlan()
+    plan.last_use, plan.frees_after = frees_at_last_use(graph)
     lifetime = storage_lifetimes(graph)
-    nodes = graph.nodes
-    end = len(nodes)
-    index = {n: i for i, n in enumerate(nodes)}
-    for i, n in enumerate(nodes):  # values to delete after their last reader (outputs are returned)
-        for inp in n.inputs:
-            plan.last_use[inp] = i
-    outputs = set(graph.output.inputs)
-    for node, i in plan.last_use.items():
-        if i < end - 1 and node not in outputs:
-            plan.frees_after.setdefault(i, []).append(node)
-
-    returned = {o.storage for o in outputs}
+    index = {n: i for i, n in enumerate(graph.nodes)}
+    returned = {o.storage for o in graph.output.inputs}
     busy_until: dict[int, int] = {}  # slot -> last index its current value is needed
-    for n in nodes:
+    for n in graph.nodes:
         if not is_kernel_output(n):
             continue
         if n in returned:
@@ -115,15 +124,37 @@ def plan_memory(graph: Graph) -> MemoryPlan:
             slot = len(plan.slots) - 1
         plan.slot_of[n] = slot
         busy_until[slot] = lifetime[n]
+    return measure_peaks(graph, plan)
 
-    # bytes: unplanned total, eager-style peak, planned peak
-    allocating = [n for n in nodes if allocates(n)]
-    plan.unplanned_bytes = sum(n.nbytes for n in allocating)
+
+@dataclass
+class Timeline:
+    """Bytes held after each node of a graph runs, three ways (one number per node)."""
+    unplanned: list[int]   # every value a call allocates kept to the end
+    eager: list[int]       # each value freed after its last use, nothing reused
+    planned: list[int]     # the plan's slots, held for the whole call, plus the other values freed at last use
+
+
+def memory_timeline(graph: Graph, plan: MemoryPlan) -> Timeline:
+    """How many bytes the allocated values take at each step, without and with ``plan``. Inputs and
+    parameters belong to the caller and are not counted; views share their storage's bytes."""
+    lifetime = storage_lifetimes(graph)
+    allocating = [(i, n) for i, n in enumerate(graph.nodes) if allocates(n)]
     slot_bytes = sum(s.nbytes for s in plan.slots)
-    eager_peak = planned_peak = 0
-    for i in range(end):
-        live = [n for n in allocating if index[n] <= i <= lifetime[n]]
-        eager_peak = max(eager_peak, sum(n.nbytes for n in live))
-        planned_peak = max(planned_peak, slot_bytes + sum(n.nbytes for n in live if n not in plan.slot_of))
-    plan.eager_peak_bytes, plan.planned_peak_bytes = eager_peak, planned_peak
+    timeline = Timeline([], [], [])
+    for step in range(len(graph.nodes)):
+        made = [n for i, n in allocating if i <= step]
+        live = [n for i, n in allocating if i <= step <= lifetime[n]]
+        timeline.unplanned.append(sum(n.nbytes for n in made))
+        timeline.eager.append(sum(n.nbytes for n in live))
+        timeline.planned.append(slot_bytes + sum(n.nbytes for n in live if n not in plan.slot_of))
+    return timeline
+
+
+def measure_peaks(graph: Graph, plan: MemoryPlan) -> MemoryPlan:
+    """Fill in the plan's three byte counts (unplanned total, eager peak, planned peak) and return it."""
+    timeline = memory_timeline(graph, plan)
+    plan.unplanned_bytes = max(timeline.unplanned, default=0)
+    plan.eager_peak_bytes = max(timeline.eager, default=0)
+    plan.planned_peak_bytes = max(timeline.planned, default=0)
     return plan

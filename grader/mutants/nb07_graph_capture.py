@@ -1,0 +1,237 @@
+"""Known-wrong answers to notebook 07's exercises (capture, input_guard, refusal), each with its hint.
+
+They are written as a learner of the notebook would write them: the notebook's tracer (a
+TorchFunctionMode handing every call to the library's GraphBuilder), guard and refusal, each with
+one mistake.
+"""
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils import _pytree as pytree
+
+from tensorcraft.compiler.builder import GraphBuilder, is_inplace
+from tensorcraft.compiler.capture import Captured
+from tensorcraft.compiler.opnames import canonical_name
+
+from . import mutant
+
+CAPTURE = "nb07_graph_capture.capture"
+INPUT_GUARD = "nb07_graph_capture.input_guard"
+REFUSAL = "nb07_graph_capture.refusal"
+
+
+# ---------------------------------------------------------------- capture
+
+
+def _to_nodes(value, node_for):
+    if isinstance(value, torch.Tensor):
+        return node_for(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_to_nodes(v, node_for) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_nodes(v, node_for) for k, v in value.items()}
+    return value
+
+
+class _Tracer(TorchFunctionMode):
+    """The notebook's tracer; the class attributes switch on one mistake each."""
+    skip_inplace = False        # in-place calls run but are not recorded
+    params_as_constants = False  # module tensors baked in as constants
+    torch_functions_only = False  # methods, operators and torch.nn.functional calls not recorded
+    short_param_names = False   # param nodes named by their attribute (weight), not qualified (fc1.weight)
+
+    def __init__(self, builder, module):
+        super().__init__()
+        self.builder, self.nodes, self.constants = builder, {}, []
+        self.names = {}
+        if module is not None:
+            for qual, t in [*module.named_buffers(), *module.named_parameters()]:
+                self.names[id(t)] = qual.rpartition(".")[2] if self.short_param_names else qual
+
+    def node_for(self, tensor):
+        if id(tensor) not in self.nodes:
+            if id(tensor) in self.names and not self.params_as_constants:
+                self.nodes[id(tensor)] = self.builder.param(tensor, self.names[id(tensor)])
+            else:
+                self.nodes[id(tensor)] = self.builder.constant(tensor)
+                self.constants.append(tensor)
+        return self.nodes[id(tensor)]
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = canonical_name(func)
+        if self.skip_inplace and is_inplace(func, name, kwargs):
+            return func(*args, **kwargs)
+        if self.torch_functions_only and getattr(torch, getattr(func, "__name__", ""), None) is not func:
+            return func(*args, **kwargs)
+        result, recorded = self.builder.call(func, _to_nodes(args, self.node_for), _to_nodes(kwargs, self.node_for),
+                                             args, kwargs)
+        if is_inplace(func, name, kwargs):
+            self.nodes[id(args[0])] = recorded
+        elif isinstance(result, torch.Tensor):
+            self.nodes[id(result)] = recorded
+        elif isinstance(recorded, tuple):
+            for value, node in zip(result, recorded):
+                if isinstance(value, torch.Tensor):
+                    self.nodes[id(value)] = node
+        return result
+
+
+def _capture(tracer_class, fn, args=(), kwargs=None, module=None):
+    kwargs = kwargs or {}
+    builder = GraphBuilder()
+    tracer = tracer_class(builder, module)
+    flat, _ = pytree.tree_flatten((args, kwargs))
+    for index, value in enumerate(flat):
+        if isinstance(value, torch.Tensor):
+            tracer.nodes[id(value)] = builder.placeholder(value, f"arg{index}", index)
+    with tracer:
+        result = fn(*args, **kwargs)
+    out_flat, out_spec = pytree.tree_flatten(result)
+    builder.output([tracer.node_for(v) if isinstance(v, torch.Tensor) else v for v in out_flat], out_spec)
+    return Captured(builder.graph, None, result, tracer.constants, [f"arg{i}" for i in range(len(flat))])
+
+
+class _SkipsInplace(_Tracer):
+    skip_inplace = True
+
+
+class _BakesParameters(_Tracer):
+    params_as_constants = True
+
+
+class _TorchFunctionsOnly(_Tracer):
+    torch_functions_only = True
+
+
+class _ShortNames(_Tracer):
+    short_param_names = True
+
+
+@mutant(CAPTURE, hint="an in-place call (t.relu_(), t += 1, F.relu(t, inplace=True)) changes a value the "
+        "program reads afterwards: record it with builder.call like any other call (it records the functional "
+        "form) and map the updated tensor, args[0], to the node it returns")
+def capture_skips_inplace_calls(fn, args=(), kwargs=None, module=None):
+    return _capture(_SkipsInplace, fn, args, kwargs, module)
+
+
+@mutant(CAPTURE, hint="the module's parameters and buffers must be param nodes (builder.param(tensor, "
+        "qualified name)), read at every call: a constant bakes in today's weights, and training or "
+        "load_state_dict would never reach the compiled code")
+def capture_bakes_parameters_in(fn, args=(), kwargs=None, module=None):
+    return _capture(_BakesParameters, fn, args, kwargs, module)
+
+
+@mutant(CAPTURE, hint="a TorchFunctionMode sees every call on tensors, not only torch.* functions: methods "
+        "(x.sin()), operators (x * 2, 2 - x) and torch.nn.functional (F.gelu, F.linear) must be recorded too; a "
+        "result you did not record becomes a constant, and the graph replays the first call's value")
+def capture_records_torch_functions_only(fn, args=(), kwargs=None, module=None):
+    return _capture(_TorchFunctionsOnly, fn, args, kwargs, module)
+
+
+@mutant(CAPTURE, hint="name a param node by the tensor's qualified name, as module.named_parameters() gives it "
+        "(fc1.weight), not by its attribute (weight): the runtime reads the tensor by that name at every call, "
+        "and two layers both have a 'weight'")
+def capture_names_parameters_by_attribute(fn, args=(), kwargs=None, module=None):
+    return _capture(_ShortNames, fn, args, kwargs, module)
+
+
+# ---------------------------------------------------------------- input_guard
+
+_FIELDS = ("type", "shape", "stride", "dtype", "device", "requires_grad")
+
+
+def _guard(name, value, remembered, *, skip=(), loose_values=False):
+    if remembered[0] == "tensor":
+        if not isinstance(value, torch.Tensor):
+            return f"input {name}: was a tensor, now a {type(value).__name__}"
+        now = (type(value), tuple(value.shape), value.stride(), value.dtype, value.device, value.requires_grad)
+        for field, is_, was in zip(_FIELDS, now, remembered[1:]):
+            if field == "shape" and "shape" in skip:
+                is_, was = len(is_), len(was)  # only the number of dimensions
+            elif field in skip:
+                continue
+            if is_ != was:
+                return f"input {name}: {field} {is_} != {was}"
+        return None
+    if remembered[0] == "value":
+        if not loose_values and type(value) is not remembered[1]:
+            return f"input {name}: type {type(value).__name__} != {remembered[1].__name__}"
+        return None if value == remembered[2] else f"input {name}: value {value!r} != {remembered[2]!r}"
+    return None if value is remembered[2] else f"input {name}: another object"
+
+
+@mutant(INPUT_GUARD, hint="compare the dtype too: code compiled for float32 computes in float32, so a float64 "
+        "input needs its own entry (torch.compile recompiles)")
+def guard_ignores_dtype(name, value, remembered):
+    return _guard(name, value, remembered, skip=("dtype",))
+
+
+@mutant(INPUT_GUARD, hint="compare the whole shape, not the number of dimensions: sizes are baked into the "
+        "compiled code (loop bounds, reshapes), so (5, 3) cannot reuse the entry built for (4, 3)")
+def guard_compares_only_the_number_of_dims(name, value, remembered):
+    return _guard(name, value, remembered, skip=("shape",))
+
+
+@mutant(INPUT_GUARD, hint="compare the strides too: a transposed tensor has the same shape but lays its values "
+        "out differently in memory, and compiled code indexes memory with the strides it was built for")
+def guard_ignores_strides(name, value, remembered):
+    return _guard(name, value, remembered, skip=("stride",))
+
+
+@mutant(INPUT_GUARD, hint="compare requires_grad: an input that needs gradients runs through autograd (a "
+        "different compiled path), so torch.compile recompiles when it changes")
+def guard_ignores_requires_grad(name, value, remembered):
+    return _guard(name, value, remembered, skip=("requires_grad",))
+
+
+@mutant(INPUT_GUARD, hint="compare the device: code compiled for the CPU cannot run tensors that live elsewhere")
+def guard_ignores_device(name, value, remembered):
+    return _guard(name, value, remembered, skip=("device",))
+
+
+@mutant(INPUT_GUARD, hint="in Python 2 == 2.0 and 1 == True, but x * 2 and x * 2.0 are different programs "
+        "(an integer tensor times 2.0 becomes float): compare a plain value's type as well as its value")
+def guard_compares_values_with_equality_only(name, value, remembered):
+    return _guard(name, value, remembered, loose_values=True)
+
+
+# ---------------------------------------------------------------- refusal
+
+_READS_VALUES = {"__bool__", "item", "__int__", "__float__", "__index__", "tolist", "numpy"}
+_VALUE_SHAPED = {"nonzero", "unique", "masked_select", "argwhere", "unique_consecutive"}
+
+
+def _refusal(op, args, kwargs, *, reads=_READS_VALUES, shaped=_VALUE_SHAPED, masks=True, extra=()):
+    if op in reads or op in extra:
+        return f"data-dependent Python: {op} reads values into Python"
+    if op in shaped:
+        return f"data-dependent shape: {op}"
+    if masks and op == "getitem" and len(args) > 1:
+        index = args[1] if isinstance(args[1], tuple) else (args[1],)
+        if any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in index):
+            return "data-dependent shape: indexing with a boolean mask"
+    return None
+
+
+@mutant(REFUSAL, hint="`if x.sum() > 0:` reads a value too, through Tensor.__bool__; so do int(t) (__int__ or "
+        "__index__) and float(t) (__float__), not only t.item()")
+def refusal_only_item(op, args, kwargs):
+    return _refusal(op, args, kwargs, reads={"item"})
+
+
+@mutant(REFUSAL, hint="some results have a shape that depends on the values (nonzero, unique, masked_select, "
+        "x[mask]): a graph bakes in the shape of the first call, so refuse them too")
+def refusal_forgets_value_dependent_shapes(op, args, kwargs):
+    return _refusal(op, args, kwargs, shaped=set(), masks=False)
+
+
+@mutant(REFUSAL, hint="x[mask] with a boolean tensor is a getitem whose result's length is the number of "
+        "True values: look at getitem's index (args[1]), not only at op names")
+def refusal_misses_boolean_masks(op, args, kwargs):
+    return _refusal(op, args, kwargs, masks=False)
+
+
+@mutant(REFUSAL, hint="a shape is not a value: x.shape, x.size(0), x.dim(), len(x) and x.numel() are known "
+        "when the graph is captured and guarded afterwards, so a branch on them keeps one graph (Dynamo too)")
+def refusal_also_refuses_shape_reads(op, args, kwargs):
+    return _refusal(op, args, kwargs, extra={"size", "shape", "dim", "__len__", "numel"})

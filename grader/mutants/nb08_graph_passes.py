@@ -1,0 +1,265 @@
+"""Known-wrong answers to notebook 08's exercises (DCE, CSE, constant folding, the conv+batchnorm arithmetic).
+
+Written as a learner of the notebook would write them, on the graph methods the notebook shows
+(``graph.copy``, ``graph.users``, ``graph.remove``, ``graph.replace``, ``graph.replace_all_uses``,
+``graph.constant``, ``returned_storages``), each with one mistake.
+"""
+from typing import Any
+
+import torch
+
+from tensorcraft.compiler.ir import Node, map_args, returned_storages
+
+from . import mutant
+
+DCE = "nb08_graph_passes.eliminate_dead_code"
+CSE = "nb08_graph_passes.eliminate_common_subexpressions"
+FOLD = "nb08_graph_passes.fold_constants"
+FOLD_CONV_BN = "nb08_graph_passes.fold_conv_bn"
+
+# ---------------------------------------------------------------- dead-code elimination
+
+
+@mutant(DCE, hint="one sweep over 'nodes nobody reads' removes only the end of a dead chain: the nodes it read "
+        "become dead only once it is gone; walk from the output backwards, marking what live nodes read")
+def dce_one_sweep(graph):
+    graph = graph.copy()
+    users = graph.users()
+    graph.remove([n for n in graph.nodes if n.kind not in ("output", "placeholder") and not users[n]])
+    return graph
+
+
+@mutant(DCE, hint="the output node is read by no node, yet it is what the function returns: it has an effect "
+        "(handing values to the caller), like an in-place update; it is always live, and so is what it reads")
+def dce_removes_the_output(graph):
+    graph = graph.copy()
+    while True:
+        users = graph.users()
+        dead = [n for n in graph.nodes if n.kind != "placeholder" and not users[n]]
+        if not dead:
+            return graph
+        graph.remove(dead)
+
+
+@mutant(DCE, hint="an input that nothing reads is still an input: placeholders are the function's signature "
+        "(torch.fx keeps them too); remove only calls, constants and parameters")
+def dce_drops_unread_placeholders(graph):
+    graph = graph.copy()
+    live: set = set()
+    for node in reversed(graph.nodes):
+        if node.kind == "output" or node in live:
+            live.add(node)
+            live.update(node.inputs)
+    graph.remove([n for n in graph.nodes if n not in live])
+    return graph
+
+
+@mutant(DCE, hint="a node's arguments can hold nodes inside lists and tuples (torch.stack([a, b])): read "
+        "node.inputs, which finds them all, not only the arguments that are nodes themselves")
+def dce_misses_nested_arguments(graph):
+    graph = graph.copy()
+    live: set = set()
+    for node in reversed(graph.nodes):
+        if node.kind in ("output", "placeholder") or node in live:
+            live.add(node)
+            live.update(a for a in node.args if isinstance(a, Node))
+            if node.kind == "output":
+                live.update(node.inputs)
+    graph.remove([n for n in graph.nodes if n not in live])
+    return graph
+
+
+# ---------------------------------------------------------------- common-subexpression elimination
+
+
+def _key(value: Any) -> Any:
+    if isinstance(value, Node):
+        return ("node", id(value))
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((k, _key(v)) for k, v in value.items())))
+    return (type(value).__name__, value)
+
+
+def _cse(graph, key, keep_returned_apart: bool = True, window: int | None = None):
+    """The notebook's CSE with the key (and the rules around it) swappable."""
+    graph = graph.copy()
+    returned = returned_storages(graph)
+    seen: dict = {}
+    duplicates = []
+    calls = [n for n in graph.nodes if n.kind == "call"]
+    for position, node in enumerate(calls):
+        k = key(node)
+        survivor = seen.get(k)
+        if survivor is None or (window is not None and calls.index(survivor) < position - window):
+            seen[k] = node
+            continue
+        if keep_returned_apart and node in returned and survivor in returned:
+            continue
+        graph.replace_all_uses(node, survivor)
+        duplicates.append(node)
+    graph.remove(duplicates)
+    return graph
+
+
+@mutant(CSE, hint="keyword arguments are arguments too: gelu(x) and gelu(x, approximate='tanh') differ; put "
+        "node.kwargs in the key as well as node.args")
+def cse_ignores_keywords(graph):
+    return _cse(graph, lambda n: (id(n.target), _key(n.args)))
+
+
+@mutant(CSE, hint="two calls of the same op on the same nodes are not the same value when their other arguments "
+        "differ: x * 2 is not x * 3, softmax over dim 0 is not softmax over dim -1; compare every argument")
+def cse_ignores_plain_arguments(graph):
+    return _cse(graph, lambda n: (id(n.target), tuple(id(i) for i in n.inputs)))
+
+
+@mutant(CSE, hint="the order of the arguments matters: a - b is not b - a, stack([a, b]) is not stack([b, a]); "
+        "compare the arguments in order, not the set of nodes read")
+def cse_compares_inputs_as_a_set(graph):
+    def key(n):
+        plain = tuple(_key(v) for v in n.args if not isinstance(v, (Node, list, tuple)))
+        return id(n.target), frozenset(id(i) for i in n.inputs), plain, _key(n.kwargs)
+    return _cse(graph, key)
+
+
+@mutant(CSE, hint="two values that are both returned must stay two tensors: eager returns two, and a caller "
+        "that changes one in place (out.add_(1)) must not change the other; merge them only when at most "
+        "one of them is returned")
+def cse_merges_returned_values(graph):
+    return _cse(graph, lambda n: (id(n.target), _key(n.args), _key(n.kwargs)), keep_returned_apart=False)
+
+
+@mutant(CSE, hint="a repeated computation is not always next to the first: remember every call seen so far "
+        "(a dict from key to node), not only the previous one")
+def cse_only_neighbours(graph):
+    return _cse(graph, lambda n: (id(n.target), _key(n.args), _key(n.kwargs)), window=1)
+
+
+# ---------------------------------------------------------------- constant folding
+
+
+def _fold(graph, *, params=None, chains: bool = True, returned_too: bool = False, any_input: bool = False):
+    """The notebook's folder; ``params`` None: parameters are constants when the graph is frozen."""
+    graph = graph.copy()
+    known: dict = {}
+    returned = set() if returned_too else returned_storages(graph)
+    for node in list(graph.nodes):
+        if node.kind == "constant":
+            known[node] = node.target
+        elif node.kind == "param" and (graph.frozen if params is None else params):
+            known[node] = node.attrs["value"]
+        elif node.kind == "call" and node not in returned:
+            ready = any if any_input else all
+            if not ready(i in known for i in node.inputs):
+                continue
+            with torch.no_grad():
+                value = node.target(*map_args(node.args, known.__getitem__), **map_args(node.kwargs, known.__getitem__))
+            if not isinstance(value, torch.Tensor):
+                continue
+            for i in node.inputs:
+                if i.kind == "param" and graph.frozen:
+                    graph.param_value(i)
+            folded = graph.constant(value, name=node.name)
+            if chains:
+                known[folded] = value
+            graph.replace(node, [folded])
+    return graph
+
+
+@mutant(FOLD, hint="with gradients the parameters are what training changes and what the gradient flows to: "
+        "they are constants only in a frozen graph (graph.frozen: eval mode, no gradients)")
+def fold_ignores_frozen(graph):
+    return _fold(graph, params=True)
+
+
+@mutant(FOLD, hint="a folded value is a constant too: put it in your dict of known values, so that the calls "
+        "reading it fold as well (p * 2 + arange(6) is two folds, one after the other)")
+def fold_no_chains(graph):
+    return _fold(graph, chains=False)
+
+
+@mutant(FOLD, hint="a returned value must be a fresh tensor at every call, as eager gives: folded, it is the same "
+        "tensor each time, and a caller that changes it in place changes what the next call returns; "
+        "never fold a node in returned_storages(graph)")
+def fold_returned_values(graph):
+    return _fold(graph, returned_too=True)
+
+
+@mutant(FOLD, hint="parameters are constants in a frozen graph (graph.frozen): read them with "
+        "graph.param_value(node), so that the guards compare the values you baked in")
+def fold_only_constant_nodes(graph):
+    return _fold(graph, params=False)
+
+
+@mutant(FOLD, hint="a call can be folded only when every input is known at compile time; one that reads an input "
+        "(a placeholder), directly or through other calls, changes at every call")
+def fold_when_any_input_is_known(graph):
+    return _fold(graph, any_input=True)
+
+
+# ---------------------------------------------------------------- the conv + batchnorm arithmetic
+
+
+def _per_channel(scale, weight):
+    return scale.reshape(-1, *([1] * (weight.dim() - 1)))
+
+
+@mutant(FOLD_CONV_BN, hint="eps goes inside the square root: the batch norm divides by sqrt(var + eps), "
+        "not by sqrt(var) + eps")
+def fold_conv_bn_eps_outside_sqrt(weight, bias, running_mean, running_var, gamma, beta, eps):
+    scale = gamma / (torch.sqrt(running_var) + eps)
+    return weight * _per_channel(scale, weight), (bias - running_mean) * scale + beta
+
+
+@mutant(FOLD_CONV_BN, hint="the batch norm divides by the standard deviation, sqrt(var + eps), not by the "
+        "variance")
+def fold_conv_bn_divides_by_var(weight, bias, running_mean, running_var, gamma, beta, eps):
+    scale = gamma / (running_var + eps)
+    return weight * _per_channel(scale, weight), (bias - running_mean) * scale + beta
+
+
+@mutant(FOLD_CONV_BN, hint="eps is part of the batch norm: sqrt(var + eps), and with a small variance it matters")
+def fold_conv_bn_forgets_eps(weight, bias, running_mean, running_var, gamma, beta, eps):
+    scale = gamma / torch.sqrt(running_var)
+    return weight * _per_channel(scale, weight), (bias - running_mean) * scale + beta
+
+
+@mutant(FOLD_CONV_BN, hint="the conv's own bias goes through the batch norm too: the new bias is "
+        "(bias - mean) * scale + beta, not beta - mean * scale")
+def fold_conv_bn_forgets_the_conv_bias(weight, bias, running_mean, running_var, gamma, beta, eps):
+    scale = gamma / torch.sqrt(running_var + eps)
+    return weight * _per_channel(scale, weight), beta - running_mean * scale
+
+
+@mutant(FOLD_CONV_BN, hint="the conv's bias is scaled like everything else the conv outputs: "
+        "(bias - mean) * scale + beta, not bias - mean * scale + beta")
+def fold_conv_bn_bias_unscaled(weight, bias, running_mean, running_var, gamma, beta, eps):
+    scale = gamma / torch.sqrt(running_var + eps)
+    return weight * _per_channel(scale, weight), bias - running_mean * scale + beta
+
+
+@mutant(FOLD_CONV_BN, hint="the bias needs the batch norm's shift beta added: (bias - mean) * scale + beta")
+def fold_conv_bn_forgets_beta(weight, bias, running_mean, running_var, gamma, beta, eps):
+    scale = gamma / torch.sqrt(running_var + eps)
+    return weight * _per_channel(scale, weight), (bias - running_mean) * scale
+
+
+@mutant(FOLD_CONV_BN, hint="the mean is subtracted before scaling: (bias - mean) * scale + beta")
+def fold_conv_bn_forgets_the_mean(weight, bias, running_mean, running_var, gamma, beta, eps):
+    scale = gamma / torch.sqrt(running_var + eps)
+    return weight * _per_channel(scale, weight), bias * scale + beta
+
+
+@mutant(FOLD_CONV_BN, hint="one scale per output channel, and the output channel is the weight's first axis "
+        "([out, in, kh, kw]): reshape the scale to (out, 1, 1, 1), not (1, out, 1, 1)")
+def fold_conv_bn_scales_the_input_axis(weight, bias, running_mean, running_var, gamma, beta, eps):
+    scale = gamma / torch.sqrt(running_var + eps)
+    return weight * scale.reshape(1, -1, 1, 1), (bias - running_mean) * scale + beta
+
+
+@mutant(FOLD_CONV_BN, hint="the scale is gamma / sqrt(var + eps): gamma multiplies, it does not divide")
+def fold_conv_bn_divides_by_gamma(weight, bias, running_mean, running_var, gamma, beta, eps):
+    scale = 1 / (gamma * torch.sqrt(running_var + eps))
+    return weight * _per_channel(scale, weight), (bias - running_mean) * scale + beta

@@ -1,0 +1,116 @@
+"""Notebook 07's checks: their ground truth (torch.fx, Dynamo) agrees with the library's own stages,
+an answer written independently passes, delegating is refused, the pipeline really calls the
+learner's stage, and a known mistake is named by its hint."""
+import pytest
+import torch
+
+import tensorcraft
+from grader.checks.compare import mismatch
+from grader.checks.nb07_graph_capture import EXERCISES, dynamo_breaks, fx_truth
+from grader.mutants import nb07_graph_capture as wrong
+from tensorcraft.compiler.capture import capture as library_capture
+from tensorcraft.compiler.guards import check_input as library_check_input
+from tensorcraft.compiler.opnames import refusal as library_refusal
+
+CAPTURE, INPUT_GUARD, REFUSAL = EXERCISES["capture"], EXERCISES["input_guard"], EXERCISES["refusal"]
+LIBRARY = {"capture": library_capture.library, "input_guard": library_check_input.library,
+           "refusal": library_refusal.library}
+
+
+def tracer(fn, args=(), kwargs=None, module=None):
+    """An independent correct capture: the mutants' tracer without a mistake switched on."""
+    return wrong._capture(wrong._Tracer, fn, args, kwargs, module)
+
+
+def guard(name, value, remembered):
+    return wrong._guard(name, value, remembered)
+
+
+def refusal(op, args, kwargs):
+    return wrong._refusal(op, args, kwargs)
+
+
+@pytest.mark.parametrize("name", ["capture", "input_guard", "refusal"])
+def test_the_library_stage_matches_the_real_tools_ground_truth(name):
+    """The reference (torch.fx, Dynamo) and the library's own stage in the same pipeline agree on
+    every public case and on a hidden draw: the checks ask for what the real tools do."""
+    exercise = EXERCISES[name]
+    groups = exercise.public() + exercise.hidden(torch.Generator().manual_seed(11))
+    for group in groups:
+        for case in group.cases:
+            problem = mismatch(exercise.reference(*case.args), exercise.call(LIBRARY[name], *case.args))
+            assert problem is None, f"{name}, {group.title}, {case.note}: {problem}"
+
+
+@pytest.mark.parametrize("exercise, answer", [(CAPTURE, tracer), (INPUT_GUARD, guard), (REFUSAL, refusal)])
+def test_an_independent_answer_passes_public_and_hidden(exercise, answer):
+    assert not exercise.run(answer).failed
+    assert not exercise.run(answer, hidden=True, seed=5).failed
+
+
+@pytest.mark.parametrize("exercise, delegate", [
+    (CAPTURE, lambda fn, args=(), kwargs=None, module=None: library_capture.library(fn, args, kwargs, module)),
+    (CAPTURE, lambda fn, args=(), kwargs=None, module=None: torch.fx.symbolic_trace(fn) and tracer(fn, args, kwargs, module)),
+    (INPUT_GUARD, lambda name, value, remembered: library_check_input.library(name, value, remembered)),
+    (REFUSAL, lambda op, args, kwargs: library_refusal.library(op, args, kwargs)),
+])
+def test_delegating_to_the_library_stage_or_to_fx_is_refused(exercise, delegate):
+    report = exercise.run(delegate)
+    assert report.failed and all("asks you to do without" in o.detail for o in report.failed)
+
+
+def test_each_stage_is_called_by_the_pipeline():
+    calls = {"capture": 0, "input_guard": 0, "refusal": 0}
+
+    def counting(name, fn):
+        def spy(*args):
+            calls[name] += 1
+            return fn(*args)
+        return spy
+
+    x = torch.randn(3, 4, dtype=torch.float64)
+    CAPTURE.call(counting("capture", tracer), ("steps", (("method", "sin", (0,), None),), (1,)), x, x + 1)
+    INPUT_GUARD.call(counting("input_guard", guard), [(x, 2), (x, 2)])
+    REFUSAL.call(counting("refusal", refusal), "arithmetic", x)
+    # capture once; the guard once per flat input (x and k) of the second call; refusal once per torch call
+    assert calls == {"capture": 1, "input_guard": 2, "refusal": calls["refusal"]} and calls["refusal"] >= 3
+
+
+def test_a_guard_that_ignores_the_dtype_is_named_by_its_hint():
+    report = INPUT_GUARD.run(wrong.guard_ignores_dtype)
+    failed = [o for o in report.failed if o.title == "tensor changes that must recompile"]
+    assert failed and "compare the dtype too" in failed[0].hint
+
+
+def test_a_tracer_that_skips_inplace_calls_is_named_by_its_hint():
+    report = CAPTURE.run(wrong.capture_skips_inplace_calls)
+    failed = [o for o in report.failed if o.title.startswith("in-place updates")]
+    assert failed and "in-place call" in failed[0].hint
+
+
+def test_fx_names_match_captures_for_reflected_and_inplace_operators():
+    """`2 - x` is rsub and `t += 1`, `t.relu_()` are add and relu in both: fx_truth normalises fx's names."""
+    def program(x):
+        t = 2 - x
+        t += 1
+        t.relu_()
+        return t * x
+
+    x = torch.randn(3, 2)
+    ops, params = fx_truth(program, x)
+    captured = library_capture(program, (x,))
+    assert ops == [n.op for n in captured.graph.nodes if n.kind == "call"] == ["rsub", "add", "relu", "mul"]
+    assert params == []
+
+
+def test_dynamo_breaks_on_values_but_not_on_shapes():
+    x = torch.randn(4, 3)
+    assert dynamo_breaks("branch on a value", x) and not dynamo_breaks("branch on the shape", x)
+
+
+def test_a_guard_substitute_keeps_tensorcraft_compiling_once_per_kind():
+    compiled = tensorcraft.compile(lambda x: x + 1, backend="python")
+    with tensorcraft.substitute(check_input=guard):
+        for _ in range(3):
+            compiled(torch.randn(2))
+    assert compiled.stats.compiles == 1 and compiled.stats.cache_hits == 2

@@ -1,0 +1,108 @@
+"""Notebook 10's checks: the library's own stages pass them, delegating to the library is refused,
+the learner's stage really runs inside tc.compile, and the freeing rule reads the wrapper right."""
+import torch
+
+import tensorcraft
+from grader.checks.nb10_code_generation import EXERCISES, NanFirst, free_problems
+from grader.mutants.nb10_code_generation import _c_source, _generate_wrapper
+from tensorcraft.compiler.codegen import c as c_backend
+from tensorcraft.compiler.codegen import python as python_backend
+from tensorcraft.compiler.codegen import wrapper as wrapper_module
+from tensorcraft.compiler.pipeline import compile_graph
+
+PYTHON, C, WRAPPER = EXERCISES["python_source"], EXERCISES["c_source"], EXERCISES["generate_wrapper"]
+
+
+def _copy_of(fn):
+    """The same code under a new function object: the check's tripwires look for the library's objects."""
+    import types
+    return types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_copy", fn.__defaults__, fn.__closure__)
+
+
+# Correct answers: the library's Python printer under another function object, and the notebook's
+# C and wrapper solutions (the mutants' common base, without a mistake).
+LIBRARY_PYTHON = _copy_of(python_backend.python_source.library)
+
+
+def test_correct_answers_pass_public_and_hidden():
+    for exercise, answer in ((PYTHON, LIBRARY_PYTHON), (C, _c_source), (WRAPPER, _generate_wrapper)):
+        assert not exercise.run(answer).failed, exercise.name
+        assert not exercise.run(answer, hidden=True, seed=7).failed, exercise.name
+
+
+def test_the_librarys_wrapper_meets_the_freeing_rule():
+    """The rule the check applies to the learner is the one the library's own wrapper follows."""
+    for case in WRAPPER.public()[0].cases + WRAPPER.hidden(torch.Generator().manual_seed(3))[0].cases:
+        program, *inputs = case.args
+        compiled = tensorcraft.compile(program)
+        compiled(*inputs)
+        done = compile_graph(compiled.compiled.captured)
+        assert free_problems(done.code.source, done.optimized, done.plan) == [], case.note
+
+
+def test_calling_the_librarys_stage_is_refused():
+    for exercise, stage in ((PYTHON, python_backend.python_source), (C, c_backend.c_source)):
+        report = exercise.run(lambda kernel, stage=stage: stage.library(kernel))
+        assert report.failed and "asks you to do without" in report.failed[0].detail, exercise.name
+    report = WRAPPER.run(lambda *args, library=wrapper_module.generate_wrapper.library: library(*args))
+    assert report.failed and "asks you to do without" in report.failed[0].detail
+    report = WRAPPER.run(lambda *args, stage=wrapper_module.generate_wrapper: stage(*args))
+    assert report.failed and "asks you to do without" in report.failed[0].detail
+
+
+def test_the_learners_kernel_is_compiled_and_run_by_tc_compile():
+    seen = []
+
+    def spy(kernel):
+        seen.append(kernel.name)
+        return LIBRARY_PYTHON(kernel)
+
+    x, y = torch.randn(3, 4), torch.randn(4)
+    program = lambda a, b: torch.sigmoid(a * 2.0 + b) * a  # noqa: E731
+    got = PYTHON.call(spy, program, x, y)
+    assert seen
+    torch.testing.assert_close(got, program(x, y))
+
+
+def test_an_unwritten_output_element_shows_as_nan():
+    def forgets_the_last_output(kernel):
+        source = LIBRARY_PYTHON(kernel)
+        return source.replace(f"    {kernel.outputs[-1].name}.copy_(", "    (")
+    report = PYTHON.run(forgets_the_last_output)
+    assert report.failed and "nan" in report.failed[0].detail.lower()
+
+
+def test_free_problems_names_values_kept_past_their_last_use():
+    def mlp(x, w1, b1, w2):
+        return (torch.tanh(x @ w1 + b1) * 0.5) @ w2
+
+    args = (torch.randn(3, 4), torch.randn(4, 5), torch.randn(5), torch.randn(5, 2))
+    compiled = tensorcraft.compile(mlp)
+    compiled(*args)
+    graph = compiled.compiled.captured
+    done = compile_graph(graph)
+    optimized, plan, source = done.optimized, done.plan, done.code.source
+    assert free_problems(source, optimized, plan) == []
+    dels = [line for line in source.splitlines() if line.strip().startswith("del ")]
+    assert dels, source
+    never = source.replace(dels[0], "    pass")
+    assert any("never deleted" in p for p in free_problems(never, optimized, plan))
+    lines = source.splitlines()
+    late = [line for line in lines if line not in dels]
+    at = next(i for i, line in enumerate(late) if line.strip().startswith("return"))
+    late[at:at] = dels
+    assert any("deleted only after" in p for p in free_problems("\n".join(late), optimized, plan))
+
+
+def test_c_cases_never_run_on_cuda_even_where_a_gpu_is_present():
+    report = C.run(_c_source, cuda_available=True)
+    assert {o.device for o in report.outcomes} == {"cpu"} and not report.failed
+
+
+def test_nan_first_fills_outputs_before_the_kernel_runs():
+    class Kernel:
+        inputs = ("a",)
+
+    seen = []
+    NanFirst(Kernel, lambda a, out: seen.append(out.isnan().all().item()))(torch.zeros(2), torch.zeros(2))
+    assert seen == [True]
