@@ -85,7 +85,7 @@ def match(p_v: Node, users: dict[Node, list[Node]], returned: set[Node]) -> dict
         return None
     if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]) or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         return None
-    if mask is not None and (mask.dtype is None or mask.dtype.is_floating_point or mask.shape is None):
+    if mask is not None and (mask.dtype != torch.bool or mask.shape is None):
         return None
     return dict(q=q, k=k, v=v, mask=mask, scale=scale, chain=chain)
 
