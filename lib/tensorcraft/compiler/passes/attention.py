@@ -4,10 +4,12 @@ Written out, attention is five torch calls that each write an [.., L, S] tensor 
 product, the scaled scores, the masked scores, the weights). torch's
 ``scaled_dot_product_attention`` computes the same in one pass over blocks of keys, with its own
 backward, so this pass helps inference and training alike. Inductor does the same
-(``torch/_inductor/fx_passes/fuse_attention.py``). A query whose every key is
-masked gets NaN from eager's softmax but zeros from the fused kernel: a mask baked into a frozen
-graph is checked here, once; any other mask at every call, by ``functional.attention``. Matched only when each intermediate has this chain as its only reader and
-none is returned, so nothing else needs the scores.
+(``torch/_inductor/fx_passes/fuse_attention.py``). Matched only when each intermediate has this
+chain as its only reader and none is returned, so nothing else needs the scores.
+
+A query whose every key is masked gets NaN from eager's softmax but zeros from the fused kernel. A
+mask baked into a frozen graph (the guards compare it by value) is checked here, once; any other
+mask is checked at every call, by ``functional.attention``, which then runs the unfused ops.
 """
 from __future__ import annotations
 
