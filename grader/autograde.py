@@ -141,7 +141,8 @@ def _register(course: Course, todo: list[Submission]) -> tuple[dict[Submission, 
                 os.replace(partial, copy)
             stamp = target.with_name("timestamp.txt")
             if _timestamp_file(submission).is_file():
-                shutil.copyfile(_timestamp_file(submission), stamp)
+                if _timestamp_file(submission).resolve() != stamp.resolve():   # not when graded in place
+                    shutil.copyfile(_timestamp_file(submission), stamp)
             else:
                 stamp.unlink(missing_ok=True)
             gradebook.update_or_create_student(submission.learner)

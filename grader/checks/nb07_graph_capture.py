@@ -378,9 +378,14 @@ def _guard_reference(calls: list[tuple]) -> list[bool]:
 def _through_the_cache(learner_guard: Callable, calls: list[tuple]) -> list[bool]:
     """The same calls through tensorcraft.compile with the learner's guard deciding every cache hit."""
     answers: list[Any] = []
+    raised: list[BaseException] = []
 
     def spy(name, value, remembered):
-        answer = learner_guard(name, value, remembered)
+        try:
+            answer = learner_guard(name, value, remembered)
+        except BaseException as error:   # the learner's own error (NotImplementedError too): reported as theirs
+            raised.append(error)
+            raise
         if answer is not None and not isinstance(answer, str):
             raise TypeError(f"input_guard must return None or a str (the reason), got {answer!r:.60}")
         answers.append(answer)
@@ -394,7 +399,8 @@ def _through_the_cache(learner_guard: Callable, calls: list[tuple]) -> list[bool
             try:
                 compiled(*args)
             except RuntimeError:  # an entry reused for inputs it was not built for may fail to run
-                pass
+                if raised:
+                    raise raised[0] from None
             anew.append(compiled.stats.compiles > before)
     return anew
 

@@ -354,3 +354,9 @@ def test_a_report_reads_without_scrolling_and_loses_no_word():
     assert hint_line > failed_line + 1                  # the detail took more than one line
     assert all(line.startswith(" " * 9) for line in lines[failed_line + 1:hint_line])   # under the title
     assert flat(detail) in flat(report.text()) and flat(hint) in flat(report.text())
+
+
+def test_dicts_compare_as_python_compares_them_whatever_the_key_order():
+    assert mismatch({"a": 1, "b": 2}, {"b": 2, "a": 1}) is None
+    assert "keys ['a', 'b']" in mismatch({"a": 1, "b": 2}, {"a": 1})
+    assert mismatch({"a": 1, "b": 2}, {"b": 3, "a": 1}).startswith("b:")

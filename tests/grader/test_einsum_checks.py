@@ -156,7 +156,7 @@ def test_label_sizes_size_0_against_1_is_0_as_in_torch():
             assert 0 in expected.values()
     by_max = next(m for m in mutants_for("nb02_einsum_parsing.label_sizes") if m.name == "label_sizes_broadcast_by_max")
     report = nb02.LABEL_SIZES.run(by_max.fn, hidden=True, seed=2, cuda_available=False)
-    assert [o.title for o in report.failed] == ["a letter of size 0 in one operand and 1 in the other"]
+    assert "a letter of size 0 in one operand and 1 in the other" in [o.title for o in report.failed]
 
 
 def test_a_validator_that_raises_runtime_error_is_told_to_raise_value_error():

@@ -41,7 +41,7 @@ def compile(model: torch.nn.Module | Callable | None = None, *, backend: str | C
     "python", noted in explain(), when the default one is unavailable), or your own function
     ``compile_kernel(kernel) -> callable run(*inputs, *outputs)`` with a ``source`` attribute.
     passes: pass functions or names from tensorcraft.compiler.passes.PASSES (None: DEFAULT_PASSES,
-    or GRADIENT_PASSES (no fusion: autograd records torch's ops) when a call needs gradients).
+    or GRADIENT_PASSES (no elementwise fusion: autograd records torch's ops) when a call needs gradients).
     debug: print the captured and optimized graphs, the memory plan and the generated code.
     """
     if model is None:  # used as @compile(...): return the decorator

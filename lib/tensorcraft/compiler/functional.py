@@ -20,3 +20,20 @@ def conv2d_relu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
                 dilation=1, groups=1) -> torch.Tensor:
     """Convolution followed by ReLU applied in place on its fresh output (no second buffer)."""
     return torch.relu_(torch.nn.functional.conv2d(x, weight, bias, stride, padding, dilation, groups))
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+              scale: float) -> torch.Tensor:
+    """``softmax((q @ k^T) * scale masked_fill(mask, -inf)) @ v`` as torch's fused attention.
+
+    ``mask`` is True where a score is hidden (masked_fill's convention; scaled_dot_product_attention
+    wants the opposite). A query whose every key is hidden gets NaN from the softmax in eager torch
+    but zeros from the fused kernel, so that case (checked at each call, a cheap reduction over the
+    mask) runs the unfused ops."""
+    if mask is None:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=scale)
+    keep = mask.logical_not()
+    if not bool(keep.any(-1).all()):
+        scores = torch.matmul(q, k.transpose(-2, -1)) * scale
+        return torch.matmul(scores.masked_fill(mask, float("-inf")).softmax(dim=-1), v)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)

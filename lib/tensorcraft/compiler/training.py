@@ -1,7 +1,8 @@
 """Gradients for compiled code that contains fused kernels: forward runs the generated code, backward recomputes.
 
 By default a graph compiled with gradients has no fused kernels (``passes.GRADIENT_PASSES``): its
-wrapper calls torch for every op and autograd records them as eager would. When fusion is asked for
+wrapper calls torch for every op (attention as torch's scaled_dot_product_attention, which has a
+backward of its own) and autograd records them as eager would. When fusion is asked for
 anyway (``passes=[..., "fusion"]``), our kernels have no backward of their own, so the compiled
 forward is wrapped in a `torch.autograd.Function`: its forward runs the generated code (no autograd
 graph is built, no intermediates are kept); its backward re-runs the *captured* graph (before any

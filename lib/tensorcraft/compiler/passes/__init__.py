@@ -10,6 +10,7 @@ A pass works on ``graph.copy()`` and changes it only through the graph's methods
                                          (conv_bn.fold_conv_bn computes the folded weight and bias)
     decompose.decompose                  softmax / layer_norm into elementwise ops and reductions (by name only)
     views.merge_views                    a view of a view into one view of the original (by name only)
+    attention.fuse_attention             matmul -> scale -> mask -> softmax -> matmul into one fused attention call
     fusion.fuse_elementwise              chains of elementwise ops (+ a last-axis reduction) into Kernels
                                          (fusion.group_fusible chooses the groups)
     memory_plan.plan_memory              (an analysis, not a pass) liveness and buffer reuse
@@ -27,14 +28,18 @@ PASSES = {
     "views": ("views", "merge_views"),
     "cse": ("cse", "eliminate_common_subexpressions"),
     "dce": ("dce", "eliminate_dead_code"),
+    "attention": ("attention", "fuse_attention"),
     "fusion": ("fusion", "fuse_elementwise"),
 }
 # decompose is asked for by name: on CPU, torch's own softmax and layer_norm (one vectorised op each)
 # beat the three or four small kernels they decompose into (benchmarks/compile.py --model transformer).
-DEFAULT_PASSES = ["conv_bn", "constant_folding", "cse", "dce", "fusion"]
+# attention runs after constant folding (a causal mask sliced from a buffer is a constant by then)
+# and before fusion (which would otherwise take the scale into a kernel and break the pattern).
+DEFAULT_PASSES = ["conv_bn", "constant_folding", "cse", "dce", "attention", "fusion"]
 # With gradients our kernels would need a backward of their own: every op stays a torch call, so
-# that autograd records it, and the gain is the flat generated wrapper (no module calls, no hooks).
-GRADIENT_PASSES = ["constant_folding", "cse", "dce"]
+# that autograd records it, and the gains are the flat generated wrapper (no module calls, no hooks)
+# and fused attention (scaled_dot_product_attention has a backward of its own).
+GRADIENT_PASSES = ["constant_folding", "cse", "dce", "attention"]
 
 
 def get_pass(name: str) -> Callable:
