@@ -151,7 +151,8 @@ def _torch_verdict(equation: str, ndims: tuple[int, ...]) -> str:
     """torch.einsum on operands of ``ndims`` dimensions, every size 2: does it accept the equation?"""
     try:
         _torch_einsum(equation, *[torch.zeros((2,) * n) for n in ndims])
-    except (RuntimeError, ValueError):  # with 3+ operands torch asks opt_einsum first, which raises ValueError
+    except Exception:  # RuntimeError from torch; with 3+ operands torch asks opt_einsum first, whose own
+        # ValueError, IndexError or KeyError (e.g. a ',' in the output) reaches the caller as it is
         return REJECTED
     return ACCEPTED
 
