@@ -10,11 +10,13 @@ from typing import Any
 import numpy as np
 import torch
 
-# (rtol, atol) per floating dtype; integer and boolean results must match exactly.
+# (rtol, atol) per floating dtype; integer and boolean results must match exactly. float32 takes
+# torch.testing.assert_close's own (a fused C kernel with FMA, followed by a matmul, differs from
+# eager by a few 1e-6 absolute: that is rounding, not a wrong answer).
 TOLERANCES: dict[str, tuple[float, float]] = {
     "float16": (1e-2, 1e-3),
     "bfloat16": (2e-2, 1e-2),
-    "float32": (1e-5, 1e-6),
+    "float32": (1.3e-6, 1e-5),
     "float64": (1e-10, 1e-12),
     "complex64": (1e-5, 1e-6),
     "complex128": (1e-10, 1e-12),
