@@ -11,6 +11,12 @@ for a recompile, and explain() shows it. Plain Python values the program reads b
 arguments (``self.scale``, ``bn.eps``, a global ``SCALE``) are baked in by capture too: the
 module's plain attributes and the globals and closure variables named by the function's own code
 are guarded by value (see plain_values for what is not).
+
+Checked at every call, so checked fast: the Python values all at once first (``ValuesUnchanged``:
+the ids of the objects read from each dict, the hook dicts still empty, each module's children), and
+the module tensors as one tuple per property; only when something differs does ``check_guards`` go
+through them one by one, to name what changed. On the 4-block transformer of benchmarks/compile.py
+(~220 values, 54 module tensors) that is 45 us per training call instead of 90.
 """
 from __future__ import annotations
 
