@@ -552,3 +552,25 @@ def test_module_tensors_are_compared_all_at_once_and_the_difference_still_named(
     model.inner[0].bias.requires_grad_(False)
     compiled(x)
     assert compiled.stats.recompiles == ["module tensor inner.0.bias: requires_grad is False, was True"]
+
+
+class _EqualToAll(torch.nn.Module):
+    def forward(self, x):
+        return x + 1
+
+    def __eq__(self, other):  # a module that claims to equal anything: a swap must still be seen
+        return True
+
+    __hash__ = torch.nn.Module.__hash__
+
+
+def test_a_swapped_submodule_is_seen_even_when_it_claims_to_equal_the_old_one():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), _EqualToAll())
+    compiled = tensorcraft.compile(model, backend="python")
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        compiled(x), compiled(x)
+        model[1] = _EqualToAll()
+        model[1].forward = lambda x: x - 1  # other code, same class
+        torch.testing.assert_close(compiled(x), model(x))
+    assert len(compiled.stats.recompiles) == 1

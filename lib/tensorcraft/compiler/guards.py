@@ -388,10 +388,10 @@ def _submodule_ids(module: Any) -> tuple:
 
 
 def _children(modules: tuple) -> tuple:
-    """Each module's direct submodules, (name, object) pairs: cheaper to read at every call than
+    """Each module's direct submodules, names and ids: cheaper to read at every call than
     ``_submodule_ids``, and unchanged exactly when it is (the walk from the root meets the same
-    modules under the same names); objects compare by identity."""
-    return tuple(tuple(m._modules.items()) for m in modules)
+    modules under the same names). ``modules`` keeps the captured ones alive: no id is reused."""
+    return tuple((tuple(m._modules), tuple(map(id, m._modules.values()))) for m in modules)
 
 
 def _cell_value(cell) -> Any:
