@@ -16,7 +16,8 @@ Checked at every call, so checked fast: the Python values all at once first (``V
 the ids of the objects read from each dict, the hook dicts still empty, each module's children), and
 the module tensors as one tuple per property; only when something differs does ``check_guards`` go
 through them one by one, to name what changed. On the 4-block transformer of benchmarks/compile.py
-(~220 values, 54 module tensors) that is 45 us per training call instead of 90.
+(~220 values, 54 module tensors) that is ~50 us per training call instead of ~90, and ~70 instead of
+~105 in inference, where four baked masks are also compared by value.
 """
 from __future__ import annotations
 
