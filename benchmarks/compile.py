@@ -14,8 +14,9 @@ a fresh 64 MB buffer costs ~11 ms of page faults here).
 causal softmax attention, GELU MLP), inference and a training step (forward + backward), the three
 contenders side by side in one run (rounds alternate them; the table gives the best of the rounds,
 then the medians, which show how noisy the machine was), then where our time goes: guards and
-dispatch per call, the generated wrapper alone, what the memory plan leaves unplanned, and our
-fused kernels against the torch ops they replace. ``--threads N`` sets torch's and our kernels'
+dispatch per call, the generated wrapper alone, what the memory plan leaves unplanned, our
+fused kernels against the torch ops they replace, and the training step of each contender split by
+kind of op (matmuls, attention, GELU, layer norm, copies, inductor's fused kernels, the rest). ``--threads N`` sets torch's and our kernels'
 threads (on a shared machine, 1 keeps OpenMP threads from waiting on each other).
 
     python -m benchmarks compile --model transformer [--rounds R] [--threads N] [--no-inductor]
@@ -379,6 +380,45 @@ def breakdown(compiled, x: torch.Tensor, repeat: int) -> list[str]:
     return lines
 
 
+# aten ops by kind, for op_breakdown; inductor's generated kernels run inside "## Call CompiledFxGraph ...".
+OP_KINDS = {
+    "matmul": ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"),
+    "attention": ("aten::_scaled_dot_product_flash_attention_for_cpu",
+                  "aten::_scaled_dot_product_flash_attention_for_cpu_backward", "aten::_softmax",
+                  "aten::_softmax_backward_data"),
+    "gelu": ("aten::gelu", "aten::gelu_backward"),
+    "layer norm": ("aten::native_layer_norm", "aten::native_layer_norm_backward"),
+    "copies": ("aten::copy_", "aten::cat", "aten::clone"),
+}
+
+
+def op_breakdown(steps: dict[str, Callable[[], None]], repeat: int = 5) -> list[str]:
+    """Milliseconds per step in each kind of op (OP_KINDS; "fused kernels": inductor's generated code;
+    "the rest": every other op, autograd's bookkeeping and Python), one row per contender."""
+    from torch.profiler import ProfilerActivity, profile
+
+    rows: dict[str, dict[str, float]] = {}
+    kind_of = {op: kind for kind, ops in OP_KINDS.items() for op in ops}
+    for name, step in steps.items():
+        step()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(repeat):
+                step()
+        totals = dict.fromkeys([*OP_KINDS, "fused kernels", "the rest"], 0.0)
+        for event in prof.key_averages():
+            kind = kind_of.get(event.key)
+            if kind is None:
+                kind = "fused kernels" if event.key.startswith("## Call CompiledFxGraph") else "the rest"
+            totals[kind] += event.self_cpu_time_total / 1e3 / repeat
+        rows[name] = totals
+    kinds = list(next(iter(rows.values())))
+    lines = ["   " + f"{'':10}" + "".join(f"{k:>14}" for k in kinds) + f"{'total':>10}"]
+    for name, totals in rows.items():
+        lines.append("   " + f"{name:10}" + "".join(f"{totals[k]:14.2f}" for k in kinds)
+                     + f"{sum(totals.values()):10.2f}")
+    return lines
+
+
 def run_transformer(rounds: int, use_inductor: bool) -> None:
     torch.manual_seed(0)
     model, x = Transformer(), torch.randn(8, 64, 128, generator=torch.Generator().manual_seed(0))
@@ -439,6 +479,11 @@ def run_transformer(rounds: int, use_inductor: bool) -> None:
         with (torch.no_grad() if mode == "inference" else torch.enable_grad()):
             for line in breakdown(contenders["ours"], x, max(3, rounds // 2)):
                 print(line)
+    model.train(True)
+    print(" training step, by kind of op (torch.profiler, self time per step; the profiler's own cost per op "
+          "inflates the contenders that run more ops):")
+    for line in op_breakdown({name: _training_step(model, fn, x) for name, fn in contenders.items()}):
+        print(line)
     print("\ntargets:")
     for mode, t in results.items():
         if "inductor" in t:

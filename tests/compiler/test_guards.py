@@ -490,3 +490,87 @@ def test_the_library_check_input_names_the_first_field_that_differs():
     assert check_input("x", x.double(), describe_input(x)) == "input x: dtype torch.float64 != torch.float32"
     assert check_input("k", 2.0, describe_input(2)) == "input k: type float != int"
     assert check_input("k", True, describe_input(1)) == "input k: type bool != int"
+
+
+class _ScaledNested(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = 2
+        self.inner = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+
+    def forward(self, x):
+        return self.inner(x) * self.scale
+
+
+def test_the_quick_check_of_python_values_misses_no_change_and_names_it():
+    """check_guards first compares every value at once (ValuesUnchanged: object ids per dict, hook dicts
+    empty, the submodule tree); any difference there sends it through the values one by one."""
+    model = _ScaledNested()
+    compiled = tensorcraft.compile(model, backend="python")
+    x = torch.randn(3, 4)
+    changes = [
+        lambda: setattr(model, "scale", 2.0),  # equal, but another type: another dtype in torch
+        lambda: model.inner[0]._forward_hooks.__setitem__(-1, lambda m, i, o: o + 1),  # added behind torch's back
+        lambda: setattr(model.inner[0], "_forward_hooks", type(model.inner[0]._forward_hooks)()),  # another dict, empty:
+        # the state of the second entry again, which the quick check cannot vouch for (another dict): a hit
+        lambda: model.inner.__setitem__(1, torch.nn.Tanh()),  # a submodule deeper down
+        lambda: delattr(model, "scale"),
+    ]
+    with torch.no_grad():
+        compiled(x), compiled(x)
+        for change in changes[:-1]:
+            change()
+            torch.testing.assert_close(compiled(x), model(x))
+            torch.testing.assert_close(compiled(x), model(x))
+        changes[-1]()
+        with pytest.raises(AttributeError):
+            compiled(x)
+    assert [why.split(" is ")[0].split(" (")[0] for why in compiled.stats.recompiles] == [
+        "module attribute scale", "forward hooks of module inner.0", "the module's submodules", "module attribute scale"]
+    assert compiled.stats.recompiles[-1].startswith("module attribute scale is <object")  # deleted
+    entry = compiled._compiler.entries[0]
+    assert not entry.guards.unchanged.rest  # the quick check vouches for every value of this model
+
+
+def test_a_value_reassigned_to_an_equal_object_of_the_same_type_still_hits_the_cache():
+    model = _ScaledNested()
+    model.scale = 2.5
+    compiled = tensorcraft.compile(model, backend="python")
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        compiled(x), compiled(x)
+        model.scale = float("2.5")  # another float object, the same value
+        torch.testing.assert_close(compiled(x), model(x))
+    assert compiled.stats.recompiles == [] and compiled.stats.cache_hits == 2
+
+
+def test_module_tensors_are_compared_all_at_once_and_the_difference_still_named():
+    model = _ScaledNested()
+    compiled = tensorcraft.compile(model, backend="python")
+    x = torch.randn(3, 4)
+    compiled(x), compiled(x)
+    model.inner[0].bias.requires_grad_(False)
+    compiled(x)
+    assert compiled.stats.recompiles == ["module tensor inner.0.bias: requires_grad is False, was True"]
+
+
+class _EqualToAll(torch.nn.Module):
+    def forward(self, x):
+        return x + 1
+
+    def __eq__(self, other):  # a module that claims to equal anything: a swap must still be seen
+        return True
+
+    __hash__ = torch.nn.Module.__hash__
+
+
+def test_a_swapped_submodule_is_seen_even_when_it_claims_to_equal_the_old_one():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), _EqualToAll())
+    compiled = tensorcraft.compile(model, backend="python")
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        compiled(x), compiled(x)
+        model[1] = _EqualToAll()
+        model[1].forward = lambda x: x - 1  # other code, same class
+        torch.testing.assert_close(compiled(x), model(x))
+    assert len(compiled.stats.recompiles) == 1

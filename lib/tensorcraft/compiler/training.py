@@ -9,6 +9,12 @@ graph is built, no intermediates are kept); its backward re-runs the *captured* 
 optimization) eagerly under autograd and asks autograd for the gradients. Gradients are eager's by
 construction, at the cost of one extra forward in backward (a form of activation checkpointing).
 No double backward.
+
+Where a training step's time goes without fusion (``python -m benchmarks compile --model transformer``
+prints it per kind of op): on the 4-block transformer, matmuls are about two thirds; the rest is
+torch's own attention, GELU, layer norm and copies, plus autograd's bookkeeping per recorded op.
+Inductor wins its ~10% on 2 threads there, by fusing that rest (layer norm with the residual add,
+GELU's backward with the bias gradient's sum) under one backward of its own.
 """
 from __future__ import annotations
 
