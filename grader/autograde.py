@@ -35,6 +35,7 @@ from .course import DEFAULT_COURSE, Course, put_python_scripts_on_path
 from .execute import Executed, execute_submission, start_worker
 from .export import write_csv
 from .feedback import feedback_exporter, stale_feedback, write_feedback
+from .kernel_cache import cache_path, warm_cache
 from .pipeline import course_config, gradebook_writers, run
 from .sandbox import unavailable
 from .submissions import Submission, find_submissions
@@ -187,6 +188,13 @@ def sandboxed(isolation: str) -> bool:
     return reason is None
 
 
+def _warm_cache(course: Course, assignment: str, progress: bool) -> Path | None:
+    if progress and not cache_path(course, assignment).exists():
+        print(f"{assignment}: running its solution once, sandboxed, to compile the kernels every learner's "
+              "sandbox starts with (kept in the course directory for later runs)", flush=True)
+    return warm_cache(course, assignment)
+
+
 def autograde(folder: Path, course: Course, *, workers: int | None = None, timeout: int | None = None,
               csv_path: Path | None = None, feedback: bool = True, force: bool = False,
               progress: bool = True, pool: Executor | None = None, isolation: str = "sandbox") -> Summary:
@@ -213,11 +221,13 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     bar = tqdm(total=len(todo), desc="autograde", unit="notebook", disable=not progress or not todo)
     hidden = (course.root.resolve(), folder.resolve())       # what no kernel may see
+    caches = {a: _warm_cache(course, a, progress) for a in sorted({s.assignment for s in todo})} if confined else {}
     with pool or ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                      initializer=start_worker) as pool:
         futures = {pool.submit(execute_submission, course.submitted(s.learner, s.assignment),
                                course.autograded(s.learner, s.assignment).parent, course.db_url,
-                               s.learner, s.assignment, timeout, _config_file(course), confined, hidden): s
+                               s.learner, s.assignment, timeout, _config_file(course), confined, hidden,
+                               caches.get(s.assignment)): s
                    for s in todo}
         try:
             for future in as_completed(futures):

@@ -27,6 +27,7 @@ from nbgrader.preprocessors import Execute
 from . import pipeline
 
 from .integrity_watch import IntegrityWatch, check_module
+from .kernel_cache import seed
 from .sandbox import Sandbox, claim_uid
 from .sandboxed_kernel import SandboxedKernelManager
 
@@ -114,11 +115,11 @@ def start_worker() -> None:
 
 def execute_submission(submitted: Path, autograded_dir: Path, db_url: str, learner: str, assignment: str,
                        timeout: int | None, config_file: Path | None = None, sandboxed: bool = False,
-                       hidden: tuple[Path, ...] = ()) -> Executed:
+                       hidden: tuple[Path, ...] = (), kernel_cache: Path | None = None) -> Executed:
     """Sanitize and execute one submission with nbgrader's configured chains (``pipeline``; the
     course's ``config_file``, ``timeout`` over its ``Execute.timeout``); read-only on the gradebook.
     Runs in a worker process. ``sandboxed``: the kernel runs in a sandbox of its own, which cannot
-    see the ``hidden`` paths."""
+    see the ``hidden`` paths, and starts with a copy of ``kernel_cache`` (``kernel_cache.warm_cache``)."""
     if not sandboxed:
         return _execute(submitted, autograded_dir, db_url, learner, assignment, timeout, config_file, None)
     folder = Path(tempfile.mkdtemp(prefix="tensorcraft-sandbox-"))
@@ -127,6 +128,7 @@ def execute_submission(submitted: Path, autograded_dir: Path, db_url: str, learn
         sandbox = Sandbox(folder / "scratch", hidden=list(hidden), uid=claim_uid())
         sandbox.end()                     # nothing left under this uid by a grader that was killed
         sandbox.prepare()
+        seed(kernel_cache, sandbox)
         own_copy = sandbox.scratch / submitted.name       # the learner's own copy, read-only
         shutil.copyfile(submitted, own_copy)
         own_copy.chmod(0o444)

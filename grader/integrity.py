@@ -26,7 +26,7 @@ MACHINERY = ("grader.checks.exercise", "grader.checks.compare", "grader.checks.t
              "grader.checks.report", "grader.checks.seed", "grader.checks.devices", "grader.mutants",
              "grader.progress", "grader.integrity")
 # Namespaces of the tools the checks compute and compare with: every entry present at install time.
-TOOLS = ("torch", "torch.nn.functional", "torch.overrides", "torch.utils._python_dispatch", "numpy")
+TOOLS = ("torch", "torch.random", "torch.nn.functional", "torch.overrides", "torch.utils._python_dispatch", "numpy")
 TOOL_CLASSES = ("torch.Tensor", "torch._C.TensorBase", "numpy.ndarray")
 SMALL = 4096        # constants whose repr is shorter than this are compared by value
 # Filled as the notebook runs (mutants register on first use); they choose hints, never scores.
@@ -103,7 +103,7 @@ def snapshot(check_module: str | None = None) -> dict[str, Any]:
         module = sys.modules.get(name)
         for attribute, value in list(vars(module).items()) if module else ():
             if not attribute.startswith("_") or name == "builtins":
-                tokens[f"{name}.{attribute}"] = id(value)
+                tokens[f"{name}.{attribute}"] = id(_unwrapped(value))
     for dotted in TOOL_CLASSES:   # what each name resolves to: an override of an inherited one shows
         resolved: dict[str, Any] = {}
         for klass in reversed(_resolve(dotted).__mro__):
@@ -118,13 +118,24 @@ def snapshot(check_module: str | None = None) -> dict[str, Any]:
     return tokens
 
 
-def _import_what_checks_import_late(check_module: str | None) -> None:
-    """A dispatch watch imports torch._dynamo on first use, which rewraps torch.manual_seed: import
-    it before the fingerprint, not in the middle of a check (only where some exercise needs it)."""
-    from grader.checks.ops import dispatch_watch_needed
-    exercises = getattr(sys.modules.get(check_module or ""), "EXERCISES", {})
-    if any(dispatch_watch_needed(getattr(e, "forbidden_ops", ())) for e in exercises.values()):
-        importlib.import_module("torch._dynamo")
+def _disable_dynamo_code() -> Any:
+    import torch
+    return torch._disable_dynamo(len).__code__
+
+
+def _unwrapped(value: Any) -> Any:
+    """What a ``torch._disable_dynamo`` wrapper calls; anything else as it is. Importing
+    ``torch._dynamo`` (which a notebook may do at any moment, by ``torch.compile`` or a dispatch
+    watch) rewraps ``torch.manual_seed`` so; that is torch's own doing, not a change. The function
+    is read from the wrapper's closure, not from ``__wrapped__``, which anyone can set."""
+    code = getattr(value, "__code__", None)
+    if code is not None and code is _DISABLE_DYNAMO_CODE[0] and "fn" in code.co_freevars:
+        cell = value.__closure__[code.co_freevars.index("fn")]
+        return _unwrapped(cell.cell_contents) if _filled(cell) else value
+    return value
+
+
+_DISABLE_DYNAMO_CODE: list = [None]
 
 
 def _digest(tokens: dict[str, Any]) -> str:
@@ -137,7 +148,7 @@ def install(check_module: str | None = None) -> tuple[int, str]:
     global _baseline
     for name in MACHINERY + TOOLS + ((check_module,) if check_module else ()):
         importlib.import_module(name)
-    _import_what_checks_import_late(check_module)
+    _DISABLE_DYNAMO_CODE[0] = _disable_dynamo_code()
     tokens = snapshot(check_module)
     _baseline = {"check_module": check_module, "tokens": tokens, "digest": _digest(tokens)}
     return len(tokens), _baseline["digest"]

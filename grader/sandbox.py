@@ -35,6 +35,9 @@ INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubble
                 "Fedora: `dnf install bubblewrap`), or pass --unsafe to run learners' code with your own rights")
 
 
+CACHE = ".cache"        # under the scratch folder: compiled kernels (inductor, triton, tensorcraft's C)
+
+
 @dataclass(frozen=True)
 class Limits:
     """Resource caps of one kernel. Address space, not resident memory: torch reserves ~2 GB of it."""
@@ -84,7 +87,9 @@ class Sandbox:
         scratch = str(self.scratch)
         env.update(HOME=scratch, TMPDIR=scratch, IPYTHONDIR=f"{scratch}/.ipython", MPLCONFIGDIR=f"{scratch}/.matplotlib",
                    PYTHONDONTWRITEBYTECODE="1", TENSORCRAFT_PROGRESS="off", JUPYTER_PLATFORM_DIRS="1",
-                   JUPYTER_RUNTIME_DIR=scratch)
+                   JUPYTER_RUNTIME_DIR=scratch, XDG_CACHE_HOME=f"{scratch}/{CACHE}",
+                   TORCHINDUCTOR_CACHE_DIR=f"{scratch}/{CACHE}/torchinductor", TRITON_CACHE_DIR=f"{scratch}/{CACHE}/triton",
+                   TENSORCRAFT_CACHE_DIR=f"{scratch}/{CACHE}/tensorcraft", USER="learner", LOGNAME="learner")
         return env
 
     def wrap(self, argv: list[str]) -> list[str]:
@@ -216,19 +221,43 @@ def _nvidia_devices() -> list[Path]:
     return sorted(Path("/dev").glob("nvidia*"))
 
 
-def _pids_of(uid: int) -> list[int]:
-    """The processes ``uid`` runs now (RLIMIT_NPROC counts them all, not only one sandbox's)."""
-    pids = []
+def _processes() -> dict[int, dict[str, str]]:
+    """Every process now: pid -> the fields of /proc/PID/status (Name, PPid, Uid, ...)."""
+    found = {}
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
             text = status.read_text()
-        except OSError:
+        except OSError:         # ended while we looked
             continue
-        line = next((l for l in text.splitlines() if l.startswith("Uid:")), "")
-        if line.split()[1:2] == [str(uid)]:
-            pids.append(int(status.parent.name))
-    return pids
+        fields = dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
+        found[int(status.parent.name)] = fields
+    return found
+
+
+def _pids_of(uid: int) -> list[int]:
+    """The processes ``uid`` runs now (RLIMIT_NPROC counts them all, not only one sandbox's)."""
+    return [pid for pid, fields in _processes().items() if fields.get("Uid", "").split()[:1] == [str(uid)]]
 
 
 def _processes_of(uid: int) -> int:
     return len(_pids_of(uid))
+
+
+def interrupt(sandbox_pid: int) -> int:
+    """Send SIGINT to every process inside the sandbox started as ``sandbox_pid`` (the kernel and
+    what it started), not to bubblewrap's own: what Ctrl-C in a terminal does to a command. A
+    kernel's own interrupt message cannot be relied on here (it never stopped a busy cell in the
+    sandbox), and a signal to bubblewrap is not passed on. Returns how many processes it reached."""
+    processes = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, fields in processes.items():
+        children.setdefault(int(fields.get("PPid", "0")), []).append(pid)
+    reached, todo = 0, list(children.get(sandbox_pid, []))
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        if processes[pid].get("Name") != "bwrap":
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGINT)
+                reached += 1
+    return reached

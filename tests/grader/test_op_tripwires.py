@@ -77,3 +77,19 @@ def test_the_integrity_fingerprint_names_what_learner_code_changed(monkeypatch):
         patch.setattr("builtins.print", lambda *a, **k: None)
         assert integrity.verify("n4")[2] == ["builtins.print"]
     assert integrity.verify("n5") == ("n5", digest, [])
+
+
+def test_torchs_own_rewrap_of_manual_seed_is_no_change_but_a_learners_is(monkeypatch):
+    """Importing torch._dynamo (torch.compile does, at any cell) wraps torch.manual_seed in a
+    lazy dynamo-disable wrapper: not the learner's doing. A wrapper around other code is."""
+    original = torch.random.manual_seed
+    monkeypatch.setattr(torch, "manual_seed", original)          # as before any dynamo import
+    integrity.install("grader.checks.nb04_einsum_fast")
+    monkeypatch.setattr(torch, "manual_seed", torch._disable_dynamo(original))
+    assert integrity.changes() == []
+    monkeypatch.setattr(torch, "manual_seed", torch._disable_dynamo(lambda seed: original(0)))
+    assert integrity.changes() == ["torch.manual_seed"]
+    fake = torch._disable_dynamo(lambda seed: original(0))
+    fake.__wrapped__ = original                                  # a forged __wrapped__ is not believed
+    monkeypatch.setattr(torch, "manual_seed", fake)
+    assert integrity.changes() == ["torch.manual_seed"]
