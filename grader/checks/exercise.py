@@ -124,7 +124,7 @@ class Exercise:
                         forbidden_ops(self.forbidden_ops, self.numpy_allowed, exercise=self.name):
                     got = self.call(learner_fn, *inputs)
             except ForbiddenCallError as error:
-                return fail(f"{where}: {error}", self.hint)
+                return fail(f"{where}: {error}", error.hint or self.hint)
             except NotImplementedError:
                 return fail(f"{where}: your function still raises NotImplementedError",
                             "replace `raise NotImplementedError()` with your solution")

@@ -26,6 +26,7 @@ from .tripwire import ForbiddenCallError, tripwires
 
 # Leaving the watch: forbidden by name while it runs (torch's own code uses them only in torch.compile).
 MODE_SWITCHES = ("torch._C.DisableTorchFunction", "torch._C._DisableTorchDispatch")
+NUMPY_HINT = "numpy is not allowed in this exercise: stay with torch tensors and torch operations (no .numpy(), no np.*)"
 NUMPY_CONVERSIONS = frozenset({"__array__", "numpy", "from_numpy", "__array_wrap__"})
 
 
@@ -49,7 +50,8 @@ class _Watch:
         if not self.numpy_allowed and (name in NUMPY_CONVERSIONS or _holds_array(args, kwargs)):
             raise ForbiddenCallError(
                 f"your code moved data between torch and numpy ({_shown(func)}); the exercise "
-                f"'{self.exercise}' is about torch operations: numpy is not allowed, stay with tensors")
+                f"'{self.exercise}' is about torch operations: numpy is not allowed, stay with tensors",
+                hint=NUMPY_HINT)
 
 
 class _FunctionWatch(TorchFunctionMode):
