@@ -8,7 +8,7 @@ worker, possibly on another machine that shares no folder with the instructor's.
 
 So each call carries what it needs. Once per run, a *kit* travels to every worker: a copy of the
 course directory's grading inputs (the gradebook reduced to the assignments' cells, with no
-learner in it; the release; nbgrader_config.py) and the course's code (``grader/``, whose checks
+learner in it; the release; nbgrader_config.py; the compiled-kernel caches the sandboxes start with) and the course's code (``grader/``, whose checks
 the hidden tests call, and ``tensorcraft``), which the kernel imports first. Each call adds its
 learner's submitted folder (the notebook and the exchange's files beside it). Paths inside the
 course directory are sent as paths relative to it and re-rooted on the worker.
@@ -43,6 +43,7 @@ from pathlib import Path
 import nbformat
 
 from .course import Course
+from .kernel_cache import FOLDER as KERNEL_CACHE
 
 # what a worker must have in the very versions the instructor has, for a grade to mean the same
 SAME_VERSIONS = ("nbgrader", "nbclient", "nbformat", "ipykernel", "torch", "numpy", "einops", "distributed")
@@ -89,7 +90,8 @@ def build_kit(course: Course) -> bytes:
         _learnerless_gradebook(course, gradebook)
         kit.write(gradebook, "course/gradebook.db")
         kit.write(course.root / "nbgrader_config.py", "course/nbgrader_config.py")
-        for path in sorted((course.root / "release").rglob("*")):
+        # the release, and the compiled kernels every sandbox starts with (grader/kernel_cache.py)
+        for path in sorted((course.root / "release").rglob("*")) + sorted((course.root / KERNEL_CACHE).rglob("*")):
             if path.is_file():
                 kit.write(path, f"course/{path.relative_to(course.root).as_posix()}")
         for root in _code_roots():

@@ -2,13 +2,10 @@
 import csv
 import html as html_text
 import importlib.util
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import nbformat
@@ -164,20 +161,9 @@ def test_a_run_killed_half_way_resumes_without_regrading(built_course, tmp_path)
     course = fresh_course(built_course, tmp_path / "course")
     learners = ("correct", "untouched", "wrong", "raises")    # the quick ones
     submissions = fake_class.write_class(tmp_path / "submissions", learners)
-    state = course.root / "grader_state"
-    run = subprocess.Popen([sys.executable, "-m", "grader", "autograde", str(submissions), "--course",
-                            str(course.root), "--workers", "1", "--timeout", str(TIMEOUT),
-                            *(["--unsafe"] if unavailable() else [])],
-                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        while not list(state.glob("*/*.json")) and time.monotonic() < deadline and run.poll() is None:
-            time.sleep(0.05)
-    finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-        run.wait()
-    done = {p.parent.name for p in state.glob("*/*.json")}
+    command = [sys.executable, "-m", "grader", "autograde", str(submissions), "--course", str(course.root),
+               "--workers", "1", "--timeout", str(TIMEOUT), *(["--unsafe"] if unavailable() else [])]
+    done = fake_class.autograde_killed_half_way(command, course.root, within=120)
     assert 0 < len(done) < len(learners), "the run was not stopped half-way"
     graded_before = {l: course.autograded(l, "00_welcome").stat().st_mtime_ns for l in done}
     resumed = autograde(submissions, course, workers=2, timeout=TIMEOUT, progress=False, isolation=ISOLATION)
