@@ -85,7 +85,7 @@ class Sandbox:
         """The kernel's environment: nothing of the parent's but what running the course needs."""
         env = {name: os.environ[name] for name in ENVIRONMENT_KEPT if name in os.environ}
         scratch = str(self.scratch)
-        env.update(HOME=scratch, TMPDIR=scratch, IPYTHONDIR=f"{scratch}/.ipython", MPLCONFIGDIR=f"{scratch}/.matplotlib",
+        env.update(HOME=scratch, TMPDIR=scratch, IPYTHONDIR=f"{scratch}/.ipython", MPLCONFIGDIR=f"{scratch}/{CACHE}/matplotlib",
                    PYTHONDONTWRITEBYTECODE="1", TENSORCRAFT_PROGRESS="off", JUPYTER_PLATFORM_DIRS="1",
                    JUPYTER_RUNTIME_DIR=scratch, XDG_CACHE_HOME=f"{scratch}/{CACHE}",
                    TORCHINDUCTOR_CACHE_DIR=f"{scratch}/{CACHE}/torchinductor", TRITON_CACHE_DIR=f"{scratch}/{CACHE}/triton",
