@@ -82,3 +82,70 @@ def test_autograde_refuses_to_run_without_a_sandbox_unless_told_unsafe(monkeypat
     assert code == 2 and "install bubblewrap" in capsys.readouterr().err
     with pytest.raises(ValueError, match="isolation='none'"):
         sandboxed("none")
+
+
+def _sandbox(tmp_path: Path, name: str) -> Sandbox:
+    folder = tmp_path / name
+    folder.mkdir()
+    folder.chmod(0o711)
+    box = Sandbox(folder / "scratch", uid=claim_uid())
+    box.end()
+    box.prepare()
+    return box
+
+
+def _run_cells(box: Sandbox, sources: list[str], timeout: int = 60):
+    import nbformat
+
+    from grader.execute import GuardedExecute
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    executor = GuardedExecute(sandbox=box, timeout=timeout, kernel_name="python3")
+    try:
+        notebook, _ = executor.preprocess(notebook, {"metadata": {"path": str(box.scratch)}})
+    finally:
+        box.end()
+    return notebook, executor
+
+
+@needs_sandbox
+def test_a_cell_past_its_limit_is_interrupted_inside_the_sandbox_and_the_next_cells_run(tmp_path):
+    notebook, executor = _run_cells(_sandbox(tmp_path, "box"), [
+        "while True:\n    pass",                                         # busy in Python
+        "import subprocess\nsubprocess.run(['sleep', '60'])",           # waiting on a child process
+        "print('still here')"], timeout=5)
+    assert executor.lost is None, executor.lost
+    assert [o.get("ename") for o in notebook.cells[0].outputs][0] == "KeyboardInterrupt"
+    assert [o.get("ename") for o in notebook.cells[1].outputs][0] == "KeyboardInterrupt"
+    assert notebook.cells[2].outputs[0].text == "still here\n"
+
+
+COMPILES = ("import torch, tensorcraft as tc\n"
+            "from tensorcraft.compiler.codegen import c_toolchain\n"
+            "tc.compile(lambda x: (x * 3 + 1).relu(), backend='c')(torch.randn(4, 5))\n"
+            "print(c_toolchain.compile_count, c_toolchain.cache_dir())")
+
+
+@needs_sandbox
+def test_every_sandbox_starts_with_its_own_copy_of_the_kernels_the_solution_compiled(tmp_path):
+    import nbformat
+    from shutil import which
+
+    from grader import kernel_cache
+    if which("cc") is None and which("gcc") is None:
+        pytest.skip("no C compiler here: tensorcraft's C backend cannot compile")
+    course = Course(tmp_path / "course")
+    course.source("demo").parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(COMPILES)]), course.source("demo"))
+    kept = kernel_cache.warm_cache(course, "demo")
+    assert kept is not None and kept.parent == course.root / kernel_cache.FOLDER
+    libraries = sorted(p.relative_to(kept) for p in kept.rglob("*.so"))
+    assert libraries, "the solution's run kept no compiled library"
+
+    box = _sandbox(tmp_path, "learner")
+    kernel_cache.seed(kept, box)
+    notebook, _ = _run_cells(box, [COMPILES, "open(c_toolchain.cache_dir() / 'c' / 'planted.so', 'w').write('x')"])
+    count, folder = notebook.cells[0].outputs[0].text.split()
+    assert count == "0", "the learner's kernel compiled again instead of finding the kernel in its cache"
+    assert Path(folder).is_relative_to(box.scratch)
+    assert not list(kept.rglob("planted.so")), "a learner's write reached the kept cache"
+    assert kernel_cache.warm_cache(course, "demo") == kept        # made once, found after
