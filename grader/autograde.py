@@ -35,7 +35,7 @@ from .course import DEFAULT_COURSE, Course, put_python_scripts_on_path
 from .execute import Executed, execute_submission, start_worker
 from .export import write_csv
 from .feedback import feedback_exporter, stale_feedback, write_feedback
-from .kernel_cache import cache_path, warm_cache
+from .kernel_cache import cache_path, cache_root, compiles, warm_cache
 from .pipeline import course_config, gradebook_writers, run
 from .sandbox import unavailable
 from .submissions import Submission, find_submissions
@@ -189,7 +189,7 @@ def sandboxed(isolation: str) -> bool:
 
 
 def _warm_cache(course: Course, assignment: str, progress: bool) -> Path | None:
-    if progress and not cache_path(course, assignment).exists():
+    if progress and compiles(course.source(assignment)) and not cache_path(course, assignment).exists():
         print(f"{assignment}: running its solution once, sandboxed, to compile the kernels every learner's "
               "sandbox starts with (kept in the course directory for later runs)", flush=True)
     return warm_cache(course, assignment)
@@ -220,7 +220,7 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
 
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     bar = tqdm(total=len(todo), desc="autograde", unit="notebook", disable=not progress or not todo)
-    hidden = (course.root.resolve(), folder.resolve())       # what no kernel may see
+    hidden = (course.root.resolve(), folder.resolve(), cache_root())       # what no kernel may see
     caches = {a: _warm_cache(course, a, progress) for a in sorted({s.assignment for s in todo})} if confined else {}
     with pool or ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                      initializer=start_worker) as pool:

@@ -43,9 +43,10 @@ from pathlib import Path
 import nbformat
 
 from .course import Course
-from .kernel_cache import FOLDER as KERNEL_CACHE
+from .kernel_cache import cache_path, cache_root
 
 # what a worker must have in the very versions the instructor has, for a grade to mean the same
+KERNELS = "grading-kernels"      # the kit's copies of the kept kernel caches, inside its course folder
 SAME_VERSIONS = ("nbgrader", "nbclient", "nbformat", "ipykernel", "torch", "numpy", "einops", "distributed")
 
 
@@ -90,10 +91,13 @@ def build_kit(course: Course) -> bytes:
         _learnerless_gradebook(course, gradebook)
         kit.write(gradebook, "course/gradebook.db")
         kit.write(course.root / "nbgrader_config.py", "course/nbgrader_config.py")
-        # the release, and the compiled kernels every sandbox starts with (grader/kernel_cache.py)
-        for path in sorted((course.root / "release").rglob("*")) + sorted((course.root / KERNEL_CACHE).rglob("*")):
+        for path in sorted((course.root / "release").rglob("*")):
             if path.is_file():
                 kit.write(path, f"course/{path.relative_to(course.root).as_posix()}")
+        for kept in (cache_path(course, a) for a in course.assignments()):    # what every sandbox starts with
+            for path in sorted(kept.rglob("*")) if kept.is_dir() else []:
+                if path.is_file():
+                    kit.write(path, f"course/{KERNELS}/{kept.name}/{path.relative_to(kept).as_posix()}")
         for root in _code_roots():
             for path in sorted(root.rglob("*")):
                 if path.is_file() and "__pycache__" not in path.parts:
@@ -103,6 +107,8 @@ def build_kit(course: Course) -> bytes:
 
 def _relative_to_course(value: object, course: Course) -> object:
     root = course.root.resolve()
+    if isinstance(value, Path) and value.parent == cache_root():      # a kept kernel cache: sent in the kit
+        return InCourse(f"{KERNELS}/{value.name}")
     if isinstance(value, Path):
         try:
             return InCourse(value.resolve().relative_to(root).as_posix())

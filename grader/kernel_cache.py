@@ -8,9 +8,12 @@ a sandbox, and keeps what it compiled (the scratch's ``.cache``) in the course d
 learner's sandbox then starts with a copy of it (:func:`seed`): the copy is the learner's own, so
 what one notebook writes to its cache reaches no other learner and not the kept one.
 
-A notebook that compiles nothing leaves nothing to keep; the run is then remembered as empty and
-not repeated. The kept cache is named by a hash of the solution notebook and torch's version:
-a rebuilt assignment or another torch gets a fresh one.
+The kept caches live in tensorcraft's cache folder (``$TENSORCRAFT_CACHE_DIR``, else
+``~/.cache/tensorcraft``, as for the C backend), under ``grading-kernels/``, named by a hash of the
+solution notebook and torch's version: one run serves every course directory built from the same
+notebook (a rebuild, a copy), and a changed notebook or another torch gets a fresh one. Only the
+grader writes there; no sandbox sees it. A notebook that calls no compiler is not run (it would
+keep nothing worth its time).
 """
 from __future__ import annotations
 
@@ -25,23 +28,37 @@ import nbformat
 from .course import Course
 from .sandbox import CACHE, Sandbox, claim_uid
 
-FOLDER = "kernel-cache"     # under the course directory, which no sandbox can see
+FOLDER = "grading-kernels"   # under tensorcraft's cache folder
 WARM_UP_TIMEOUT = 600       # seconds a cell of the solution may take while it compiles from nothing
+
+
+def cache_root() -> Path:
+    """Where kept caches live (the C backend's convention: ``tensorcraft.compiler.codegen.c_toolchain``)."""
+    return Path(os.environ.get("TENSORCRAFT_CACHE_DIR") or Path.home() / ".cache" / "tensorcraft") / FOLDER
 
 
 def cache_path(course: Course, assignment: str) -> Path:
     import torch
     digest = hashlib.sha256(course.source(assignment).read_bytes() + torch.__version__.encode()).hexdigest()
-    return course.root / FOLDER / f"{assignment}-{digest[:16]}"
+    return cache_root() / f"{assignment}-{digest[:16]}"
 
 
 def warm_cache(course: Course, assignment: str) -> Path | None:
     """The kept cache of ``assignment``, made now by running its solution in a sandbox when there is
-    none yet; None when the solution compiled nothing (or could not run: grading goes on, cold)."""
+    none yet; None when it calls no compiler, or compiled nothing (grading then goes on, cold)."""
+    if not compiles(course.source(assignment)):
+        return None
     kept = cache_path(course, assignment)
     if not kept.exists():
         _make(course, assignment, kept)
     return kept if kept.is_dir() and any(kept.iterdir()) else None
+
+
+def compiles(notebook: Path) -> bool:
+    """Whether the notebook calls a compiler (``torch.compile``, ``tc.compile``): only such a notebook
+    has kernels worth a run of its solution; the others would keep nothing but font caches."""
+    return any(cell.cell_type == "code" and "compile(" in cell.source
+               for cell in nbformat.read(notebook, as_version=4).cells)
 
 
 def seed(cache: Path | None, sandbox: Sandbox) -> None:
@@ -61,7 +78,7 @@ def _make(course: Course, assignment: str, kept: Path) -> None:
 
     work = Path(tempfile.mkdtemp(prefix="tensorcraft-warm-"))
     work.chmod(0o711)
-    sandbox = Sandbox(work / "scratch", hidden=[course.root.resolve()], uid=claim_uid())
+    sandbox = Sandbox(work / "scratch", hidden=[course.root.resolve(), cache_root()], uid=claim_uid())
     previous = os.environ.get("NBGRADER_EXECUTION")
     try:
         sandbox.end()
@@ -71,8 +88,6 @@ def _make(course: Course, assignment: str, kept: Path) -> None:
         GuardedExecute(sandbox=sandbox, timeout=WARM_UP_TIMEOUT).preprocess(
             notebook, {"metadata": {"path": str(sandbox.scratch)}})
         sandbox.end()
-        for stale in kept.parent.glob(f"{assignment}-*"):
-            shutil.rmtree(stale, ignore_errors=True)
         kept.parent.mkdir(parents=True, exist_ok=True)
         made = sandbox.scratch / CACHE
         staging = Path(tempfile.mkdtemp(prefix=f".{assignment}-", dir=kept.parent))

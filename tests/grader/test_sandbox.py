@@ -126,18 +126,19 @@ COMPILES = ("import torch, tensorcraft as tc\n"
 
 
 @needs_sandbox
-def test_every_sandbox_starts_with_its_own_copy_of_the_kernels_the_solution_compiled(tmp_path):
+def test_every_sandbox_starts_with_its_own_copy_of_the_kernels_the_solution_compiled(tmp_path, monkeypatch):
     import nbformat
     from shutil import which
 
     from grader import kernel_cache
     if which("cc") is None and which("gcc") is None:
         pytest.skip("no C compiler here: tensorcraft's C backend cannot compile")
+    monkeypatch.setenv("TENSORCRAFT_CACHE_DIR", str(tmp_path / "kept"))
     course = Course(tmp_path / "course")
     course.source("demo").parent.mkdir(parents=True)
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(COMPILES)]), course.source("demo"))
     kept = kernel_cache.warm_cache(course, "demo")
-    assert kept is not None and kept.parent == course.root / kernel_cache.FOLDER
+    assert kept is not None and kept.parent == tmp_path / "kept" / kernel_cache.FOLDER
     libraries = sorted(p.relative_to(kept) for p in kept.rglob("*.so"))
     assert libraries, "the solution's run kept no compiled library"
 
