@@ -1,6 +1,6 @@
 # The two commands a fresh machine needs (see README):
 #   make course   set up .venv, build the learner notebooks, open JupyterLab on the course home
-#   make test     set up .venv (and Chromium, for the browser test), run the whole test suite
+#   make test     set up .venv (and Chromium, for the browser test; bubblewrap, for the grading sandbox), run the whole test suite
 # Everything installs into .venv in this folder; nothing is needed beforehand but python3 (>= 3.10).
 # For instructors (README, "For instructors"):
 #   make instructor   JupyterLab in the course directory with nbgrader's instructor tools
@@ -10,7 +10,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup browser course instructor test check clean-venv
+.PHONY: setup browser sandbox course instructor test check clean-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -55,7 +55,18 @@ browser:
 	else echo "no $(CHROMIUM), and apt-get cannot be run here (not root, or no apt-get): install Debian's" \
 		"'chromium' package to run the browser test (tests/e2e); it is skipped until then"; fi
 
-test: $(STAMP) browser
+# autograde runs every learner's kernel in a bubblewrap sandbox (grader/sandbox.py); installed here
+# where we may (root, apt-get). Elsewhere it is said; autograde then refuses to run unless --unsafe.
+sandbox:
+	@if command -v bwrap >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing bubblewrap for the grading sandbox (apt-get install bubblewrap)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null \
+		|| echo "could not install bubblewrap: autograde will refuse to run without --unsafe"; \
+	else echo "no bwrap, and apt-get cannot be run here (not root, or no apt-get): install Debian's" \
+		"'bubblewrap' package for the grading sandbox; its tests are skipped until then"; fi
+
+test: $(STAMP) browser sandbox
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 check: $(STAMP)

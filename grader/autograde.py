@@ -20,7 +20,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import signal
 import time
 import warnings
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
@@ -33,10 +32,12 @@ from nbgrader.utils import parse_utc
 from tqdm import tqdm
 
 from .course import DEFAULT_COURSE, Course, put_python_scripts_on_path
-from .execute import Executed, execute_submission
+from .execute import Executed, execute_submission, start_worker
 from .export import write_csv
 from .feedback import feedback_exporter, stale_feedback, write_feedback
+from .kernel_cache import cache_path, cache_root, compiles, warm_cache
 from .pipeline import course_config, gradebook_writers, run
+from .sandbox import unavailable
 from .submissions import Submission, find_submissions
 
 
@@ -170,25 +171,47 @@ def _save(course: Course, executed: Executed) -> tuple[float, float, float]:
 
 # ---------------------------------------------------------------- the whole run
 
-def _leave_ctrl_c_to_the_parent() -> None:
-    """Worker start-up: Ctrl-C reaches every process of the terminal's group; the parent handles it
-    (it starts nothing more) and the notebook a worker is running ends normally, without tracebacks."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+class NoSandboxError(RuntimeError):
+    """No sandbox can be made here, and running learners' code unconfined was not asked for."""
+
+
+def sandboxed(isolation: str) -> bool:
+    """Whether kernels run sandboxed: "sandbox" (refuse when impossible), "unsafe", or "auto"
+    (sandboxed where possible: for tests and benchmarks on machines without bubblewrap)."""
+    if isolation not in ("sandbox", "unsafe", "auto"):
+        raise ValueError(f"isolation={isolation!r}: expected 'sandbox', 'unsafe' or 'auto'")
+    if isolation == "unsafe":
+        return False
+    reason = unavailable()
+    if reason and isolation == "sandbox":
+        raise NoSandboxError(f"refusing to run learners' code without a sandbox: {reason}")
+    return reason is None
+
+
+def _warm_cache(course: Course, assignment: str, progress: bool) -> Path | None:
+    if progress and compiles(course.source(assignment)) and not cache_path(course, assignment).exists():
+        print(f"{assignment}: running its solution once, sandboxed, to compile the kernels every learner's "
+              "sandbox starts with (kept in the course directory for later runs)", flush=True)
+    return warm_cache(course, assignment)
 
 
 def autograde(folder: Path, course: Course, *, workers: int | None = None, timeout: int | None = None,
               csv_path: Path | None = None, feedback: bool = True, force: bool = False,
-              progress: bool = True, pool: Executor | None = None) -> Summary:
-    """Grade every submission in ``folder`` that is not graded yet (all of them with ``force``).
+              progress: bool = True, pool: Executor | None = None, isolation: str = "sandbox") -> Summary:
+    """Grade every submission in ``folder`` that is not graded yet (all of them with ``force``),
+    each in a sandbox of its own unless ``isolation="unsafe"``.
     ``timeout``: seconds a cell may run (default: the course config's ``Execute.timeout``).
     The notebooks run in ``pool`` (a ``dask_grading.DaskPool``, say), by default in local processes."""
     started = time.perf_counter()
+    confined = sandboxed(isolation)
     put_python_scripts_on_path()
     assignments = course.assignments()
     if not assignments:
         option = "" if course.root.resolve() == DEFAULT_COURSE.root.resolve() else f" --course {course.root}"
         raise FileNotFoundError(f"{course.root} holds no built assignment: run `python -m grader build{option}` first")
     submissions, skipped_files = find_submissions(folder, assignments)
+    for partial in course.root.rglob("*.partial"):   # half-written by a run that was killed: redone below
+        partial.unlink()
     outcomes = [Outcome(s, "skipped") for s in submissions if not force and _is_done(course, s)]
     todo = [s for s in submissions if force or not _is_done(course, s)]
     hashes, problems = _register(course, todo)
@@ -197,11 +220,15 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
 
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     bar = tqdm(total=len(todo), desc="autograde", unit="notebook", disable=not progress or not todo)
+    hidden = (course.root.resolve(), folder.resolve(), cache_root())       # what no kernel may see
+    caches = {a: _warm_cache(course, a, progress) for a in sorted({s.assignment for s in todo})} if confined else {}
     with pool or ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                     initializer=_leave_ctrl_c_to_the_parent) as pool:
+                                     initializer=start_worker) as pool:
         futures = {pool.submit(execute_submission, course.submitted(s.learner, s.assignment),
                                course.autograded(s.learner, s.assignment).parent, course.db_url,
-                               s.learner, s.assignment, timeout, _config_file(course)): s for s in todo}
+                               s.learner, s.assignment, timeout, _config_file(course), confined, hidden,
+                               caches.get(s.assignment)): s
+                   for s in todo}
         try:
             for future in as_completed(futures):
                 submission = futures[future]

@@ -32,7 +32,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _autograde(args: argparse.Namespace) -> int:
-    from .autograde import autograde, print_summary
+    from .autograde import NoSandboxError, autograde, print_summary
     course = Course(args.course)
     pool = None
     if args.dask:
@@ -44,7 +44,11 @@ def _autograde(args: argparse.Namespace) -> int:
             return 2
     try:
         summary = autograde(args.submissions, course, workers=args.workers, timeout=args.timeout,
-                            csv_path=args.csv, feedback=not args.no_feedback, force=args.force, pool=pool)
+                            csv_path=args.csv, feedback=not args.no_feedback, force=args.force, pool=pool,
+                            isolation="unsafe" if args.unsafe else "sandbox")
+    except NoSandboxError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("\ninterrupted: every notebook graded before the interrupt is saved; run the same command "
               "again to grade the rest (no CSV or feedback was written this time)", file=sys.stderr)
@@ -98,6 +102,9 @@ def parser() -> argparse.ArgumentParser:
     grade.add_argument("--force", action="store_true", help="regrade submissions already graded")
     grade.add_argument("--dask", metavar="ADDRESS", help="run the notebooks on this Dask scheduler "
                        "(tcp://host:8786) instead of local processes; see grader/dask_grading.py")
+    grade.add_argument("--unsafe", action="store_true",
+                       help="run learners' notebooks without a sandbox, with your own rights (only where "
+                            "bubblewrap cannot be had, and only for submissions you trust)")
     grade.set_defaults(run=_autograde)
 
     feedback = commands.add_parser("feedback", parents=[common], help="write feedback HTML (no hidden-test source) for graded notebooks")

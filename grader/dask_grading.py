@@ -8,7 +8,7 @@ worker, possibly on another machine that shares no folder with the instructor's.
 
 So each call carries what it needs. Once per run, a *kit* travels to every worker: a copy of the
 course directory's grading inputs (the gradebook reduced to the assignments' cells, with no
-learner in it; the release; nbgrader_config.py) and the course's code (``grader/``, whose checks
+learner in it; the release; nbgrader_config.py; the compiled-kernel caches the sandboxes start with) and the course's code (``grader/``, whose checks
 the hidden tests call, and ``tensorcraft``), which the kernel imports first. Each call adds its
 learner's submitted folder (the notebook and the exchange's files beside it). Paths inside the
 course directory are sent as paths relative to it and re-rooted on the worker.
@@ -43,8 +43,10 @@ from pathlib import Path
 import nbformat
 
 from .course import Course
+from .kernel_cache import cache_path, cache_root
 
 # what a worker must have in the very versions the instructor has, for a grade to mean the same
+KERNELS = "grading-kernels"      # the kit's copies of the kept kernel caches, inside its course folder
 SAME_VERSIONS = ("nbgrader", "nbclient", "nbformat", "ipykernel", "torch", "numpy", "einops", "distributed")
 
 
@@ -92,6 +94,10 @@ def build_kit(course: Course) -> bytes:
         for path in sorted((course.root / "release").rglob("*")):
             if path.is_file():
                 kit.write(path, f"course/{path.relative_to(course.root).as_posix()}")
+        for kept in (cache_path(course, a) for a in course.assignments()):    # what every sandbox starts with
+            for path in sorted(kept.rglob("*")) if kept.is_dir() else []:
+                if path.is_file():
+                    kit.write(path, f"course/{KERNELS}/{kept.name}/{path.relative_to(kept).as_posix()}")
         for root in _code_roots():
             for path in sorted(root.rglob("*")):
                 if path.is_file() and "__pycache__" not in path.parts:
@@ -101,6 +107,8 @@ def build_kit(course: Course) -> bytes:
 
 def _relative_to_course(value: object, course: Course) -> object:
     root = course.root.resolve()
+    if isinstance(value, Path) and value.parent == cache_root():      # a kept kernel cache: sent in the kit
+        return InCourse(f"{KERNELS}/{value.name}")
     if isinstance(value, Path):
         try:
             return InCourse(value.resolve().relative_to(root).as_posix())

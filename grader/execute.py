@@ -13,6 +13,9 @@ saying why it did not run (so it scores 0 too, instead of passing with no output
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +25,11 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 
 from . import pipeline
+
+from .integrity_watch import IntegrityWatch, check_module
+from .kernel_cache import seed
+from .sandbox import Sandbox, claim_uid
+from .sandboxed_kernel import SandboxedKernelManager
 
 
 def _error_output(ename: str, evalue: str) -> NotebookNode:
@@ -40,14 +48,23 @@ class GuardedExecute(Execute):
 
     lost: str | None = None         # why the kernel was given up, once it was
 
-    def __init__(self, **kwargs):
+    def __init__(self, sandbox: Sandbox | None = None, assignment: str | None = None, **kwargs):
         kwargs.setdefault("shutdown_kernel", "immediate")  # a hung kernel is killed, not waited for
         # The kernel's start-up warnings (plain-TCP transport) would repeat once per learner.
         kwargs.setdefault("extra_arguments", ["--IPKernelApp.log_level=ERROR"])
+        kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         super().__init__(**kwargs)
+        self.sandbox = sandbox      # where the kernel runs confined; None: with our own rights
+        self.assignment = assignment  # when given, its grading code is verified after every cell
+        self.integrity: IntegrityWatch | None = None
+
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        km.sandbox = self.sandbox
+        return km
 
     def preprocess(self, nb, resources=None, km=None):
-        self.lost = None
+        self.lost, self.integrity = None, None
         try:
             return super().preprocess(nb, resources, km)
         except (DeadKernelError, CellTimeoutError, RuntimeError):
@@ -62,8 +79,14 @@ class GuardedExecute(Execute):
         if self.lost is not None:
             cell.outputs = [_error_output("CellNotRun", f"this cell did not run: {self.lost}")]
             return cell, resources
+        if self.assignment and self.integrity is None:
+            self.integrity = IntegrityWatch(self.kc, check_module(self.assignment))
+            self.integrity.before_first_cell()
         try:
-            return super().preprocess_cell(cell, resources, index)
+            cell, resources = super().preprocess_cell(cell, resources, index)
+            if self.integrity:
+                self.integrity.after_cell(cell, index, last=index == len(self.nb.cells) - 1)
+            return cell, resources
         except DeadKernelError:
             self.lost = f"the kernel died in {_cell_name(cell, index)}"
             cell.outputs.append(_error_output("DeadKernelError", "the kernel died while this cell ran"))
@@ -84,21 +107,53 @@ class Executed:
     notes: list[str] = field(default_factory=list)
 
 
+def start_worker() -> None:
+    """Pool initializer: Ctrl-C is left to the parent (it starts nothing more), so that the notebook
+    a worker runs ends normally, without tracebacks."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def execute_submission(submitted: Path, autograded_dir: Path, db_url: str, learner: str, assignment: str,
-                       timeout: int | None, config_file: Path | None = None) -> Executed:
+                       timeout: int | None, config_file: Path | None = None, sandboxed: bool = False,
+                       hidden: tuple[Path, ...] = (), kernel_cache: Path | None = None) -> Executed:
     """Sanitize and execute one submission with nbgrader's configured chains (``pipeline``; the
     course's ``config_file``, ``timeout`` over its ``Execute.timeout``); read-only on the gradebook.
-    Runs in a worker process."""
+    Runs in a worker process. ``sandboxed``: the kernel runs in a sandbox of its own, which cannot
+    see the ``hidden`` paths, and starts with a copy of ``kernel_cache`` (``kernel_cache.warm_cache``)."""
+    if not sandboxed:
+        return _execute(submitted, autograded_dir, db_url, learner, assignment, timeout, config_file, None)
+    folder = Path(tempfile.mkdtemp(prefix="tensorcraft-sandbox-"))
+    folder.chmod(0o711)     # the sandbox's uid may pass through to its scratch folder, not list it
+    try:
+        sandbox = Sandbox(folder / "scratch", hidden=list(hidden), uid=claim_uid())
+        sandbox.end()                     # nothing left under this uid by a grader that was killed
+        sandbox.prepare()
+        seed(kernel_cache, sandbox)
+        own_copy = sandbox.scratch / submitted.name       # the learner's own copy, read-only
+        shutil.copyfile(submitted, own_copy)
+        own_copy.chmod(0o444)
+        try:
+            return _execute(submitted, autograded_dir, db_url, learner, assignment, timeout, config_file, sandbox)
+        finally:
+            sandbox.end()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _execute(submitted: Path, autograded_dir: Path, db_url: str, learner: str, assignment: str,
+             timeout: int | None, config_file: Path | None, sandbox: Sandbox | None) -> Executed:
     try:
         notebook = nbformat.read(submitted, as_version=4)
     except Exception as error:  # not a notebook at all: reported, the batch goes on
         return Executed(learner, assignment, problem=f"{submitted} is not a readable notebook: {error}")
+    cwd = sandbox.scratch if sandbox else autograded_dir
     resources = {"nbgrader": {"student": learner, "assignment": assignment, "notebook": assignment,
                               "db_url": db_url},
-                 "metadata": {"path": str(autograded_dir)}}
+                 "metadata": {"path": str(cwd)}}
     autograded_dir.mkdir(parents=True, exist_ok=True)
     try:
         chains = pipeline.build_chains(pipeline.course_config(config_file), GuardedExecute,
+                                       sandbox=sandbox, assignment=assignment,
                                        **({"timeout": timeout} if timeout is not None else {}))
         notebook, resources = pipeline.run(chains.sanitize, notebook, resources)
         previous = os.environ.get("NBGRADER_EXECUTION")
@@ -112,5 +167,8 @@ def execute_submission(submitted: Path, autograded_dir: Path, db_url: str, learn
                 os.environ["NBGRADER_EXECUTION"] = previous
     except Exception as error:
         return Executed(learner, assignment, problem=f"could not grade {submitted}: {type(error).__name__}: {error}")
-    notes = [step.lost for step in chains.autograde if isinstance(step, GuardedExecute) and step.lost]
+    notes = []
+    for executor in (step for step in chains.autograde if isinstance(step, GuardedExecute)):
+        integrity = executor.integrity
+        notes += [n for n in (executor.lost, integrity and (integrity.modified or integrity.problem)) if n]
     return Executed(learner, assignment, nbformat.writes(notebook), notes=notes)

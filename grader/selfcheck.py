@@ -123,7 +123,9 @@ def check_notebook(course: Course, assignment: str, workspace: Path, timeout: in
     for learner, source in ((SOLUTION, course.source(assignment)), (RELEASE, course.release(assignment))):
         (submissions / learner).mkdir(parents=True, exist_ok=True)
         (submissions / learner / f"{assignment}.ipynb").write_bytes(source.read_bytes())
-    summary = autograde(submissions, course, workers=2, timeout=timeout, feedback=False, progress=False)
+    # the course's own solutions and mutants: sandboxed where a sandbox can be had, else run as they are
+    summary = autograde(submissions, course, workers=2, timeout=timeout, feedback=False, progress=False,
+                        isolation="auto")
     for outcome in summary.outcomes:
         if outcome.status == "error":
             verdict.problems.append(f"{outcome.submission.learner}: {'; '.join(outcome.notes)}")

@@ -121,7 +121,9 @@ except AssertionError as error:
 #
 # An exercise that rebuilds a tool forbids calling that tool. While a check runs your function,
 # each forbidden function is replaced by a *tripwire* that raises an error naming it; afterwards
-# the original comes back. `square` may not call `torch.square`:
+# the original comes back. (Where an exercise says so, the check also watches the operations your
+# function runs, so another name for a forbidden function fails just the same.) `square` may not
+# call `torch.square`:
 
 # %%
 def square_delegating(x):
@@ -134,6 +136,21 @@ except AssertionError as error:
     print(f"\nAssertionError: {error}")
 
 print("\nafter the check, torch.square works again:", torch.square(torch.tensor([3.0])))
+
+
+# %% [markdown]
+# Exercise 1 below forbids `torch.outer` under any name. Calling it as `torch.ops.aten.outer` (the
+# operator's name inside PyTorch) fails too, because the check watches the operation, not the name:
+
+# %%
+def outer_by_another_name(a, b):
+    return torch.ops.aten.outer(a, b)
+
+
+try:
+    check_outer(outer_by_another_name)
+except AssertionError as error:
+    print(f"\nAssertionError: {error}")
 
 
 # %% [markdown]
@@ -241,7 +258,11 @@ if os.environ.get("NBGRADER_EXECUTION") != "autograde":
 # with `result[i, j] = a[i] * b[j]`, of the inputs' dtype. Use broadcasting: indexing with
 # `None` adds an axis of length 1 (`a[:, None]` has shape (n, 1)), and multiplying tensors of
 # shapes (n, 1) and (1, m) repeats each along the other's axis. Leave `a` and `b` unchanged.
-# `torch.outer`, `torch.ger` and `torch.einsum` are forbidden.
+#
+# **Allowed:** torch operations on tensors (indexing, `*`, `reshape`, `unsqueeze`...).
+# **Forbidden:** `torch.outer`, `torch.ger`, `torch.einsum`, `torch.tensordot` and `torch.kron`, under
+# any name (`torch.ops.aten.outer`, a method, a reference kept in a variable: the check watches the
+# operations themselves), and numpy (no `.numpy()`, no `np.outer`): this exercise is about torch.
 
 # %% nbgrader={"grade": false, "grade_id": "outer", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def outer(a, b):
@@ -274,7 +295,8 @@ check_outer(outer, hidden=True)
 # sum, so that every row of the result sums to 1. `x.sum(dim=1)` adds up each row (it sums over
 # dimension 1, the column index); with `keepdim=True` the summed dimension stays, with length 1,
 # so that the sums broadcast against `x`. Return a new tensor and leave `x` unchanged (`x / s`,
-# not `x /= s`). `torch.nn.functional.normalize` is forbidden.
+# not `x /= s`). **Allowed:** torch operations. **Forbidden:** `torch.nn.functional.normalize` (under
+# any name) and numpy.
 
 # %% nbgrader={"grade": false, "grade_id": "normalize_rows", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def normalize_rows(x):

@@ -18,6 +18,7 @@ from .. import progress
 from ..mutants import mutants_for
 from .compare import changed, describe, kind_hint, mismatch
 from .devices import clone, devices, to_device
+from .ops import forbidden_ops
 from .report import FAIL, PASS, PENDING, CheckReport, GroupOutcome
 from .seed import hidden_seed
 from .tripwire import ForbiddenCallError, captured_forbidden, tripwire, tripwires
@@ -62,6 +63,8 @@ class Exercise:
     hidden: Callable[[torch.Generator], list[Group]] # random cases drawn from a seeded generator
     hint: str                                        # given when no mutant explains a wrong result
     forbidden: tuple[str, ...] = ()                  # dotted names replaced by tripwires
+    forbidden_ops: tuple[str, ...] = ()              # operations ("outer") caught by any name or route
+    numpy_allowed: bool = True                       # False: torch <-> numpy conversions fail the case
     extra_hints: dict[type, str] = field(default_factory=dict)  # exception type -> hint
     # How the learner's function is run on a case: by default called directly; an exercise on one
     # stage of a pipeline plugs the function into the library's pipeline here instead.
@@ -117,10 +120,11 @@ class Exercise:
             expected = self._expected(case, args)
             inputs = clone(args)  # the learner's own copy; ``args`` stays as the case made it
             try:
-                with tripwires(self.forbidden, exercise=self.name), self._reference_out_of_reach():
+                with tripwires(self.forbidden, exercise=self.name), self._reference_out_of_reach(), \
+                        forbidden_ops(self.forbidden_ops, self.numpy_allowed, exercise=self.name):
                     got = self.call(learner_fn, *inputs)
             except ForbiddenCallError as error:
-                return fail(f"{where}: {error}", self.hint)
+                return fail(f"{where}: {error}", error.hint or self.hint)
             except NotImplementedError:
                 return fail(f"{where}: your function still raises NotImplementedError",
                             "replace `raise NotImplementedError()` with your solution")

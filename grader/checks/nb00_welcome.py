@@ -1,7 +1,9 @@
 """Checks for notebook 00 (welcome): two warm-up exercises on broadcasting and reductions.
 
 Ground truth comes from torch itself (``torch.outer``, ``torch.nn.functional.normalize``);
-the learner's code runs with those functions replaced by tripwires.
+the learner's code runs with those functions replaced by tripwires, and with the same operations
+watched under any name (``grader.checks.ops``). Both exercises are about torch: numpy is not allowed,
+as the notebook says.
 """
 from __future__ import annotations
 
@@ -91,6 +93,10 @@ OUTER = Exercise(
     hidden=_outer_hidden,
     hint="result[i, j] must be a[i] * b[j]: give a a new last axis and b a new first axis, then multiply",
     forbidden=("torch.einsum", "torch.outer", "torch.ger", "torch.Tensor.outer", "torch.Tensor.ger"),
+    # the same operations by any other route (torch.ops.aten.outer, a reference kept in a dict...),
+    # and the other tools that compute an outer product in one call; numpy is not allowed
+    forbidden_ops=("outer", "ger", "einsum", "tensordot", "kron"),
+    numpy_allowed=False,
     extra_hints={RuntimeError: "the shapes did not broadcast to (n, m): a[:, None] has shape (n, 1) and "
                                "b[None, :] has shape (1, m), and their product has shape (n, m); an in-place "
                                "write (x *= ..., out[...] = ...) cannot grow a tensor to that shape"},
@@ -150,6 +156,8 @@ NORMALIZE_ROWS = Exercise(
     hidden=_normalize_hidden,
     hint="divide every entry by the sum of its own row: x.sum(dim=1, keepdim=True) has shape (rows, 1)",
     forbidden=("torch.nn.functional.normalize",),
+    forbidden_ops=("normalize",),
+    numpy_allowed=False,
     extra_hints={RuntimeError: "the row sums must broadcast against x: keep the summed axis "
                                "(keepdim=True) so that they have shape (rows, 1)"},
 )

@@ -25,7 +25,12 @@ from typing import Any, Callable, Iterator
 
 
 class ForbiddenCallError(AssertionError):
-    """The learner's code called a function the exercise asks them to rebuild."""
+    """The learner's code called a function the exercise asks them to rebuild. ``hint``: what to do
+    instead, when the exercise's own hint would not say it (numpy where it is not allowed)."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
 
 
 def _resolve(path: str) -> tuple[Any, str]:

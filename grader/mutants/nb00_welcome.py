@@ -1,4 +1,5 @@
 """Known-wrong answers to notebook 00's exercises, each with the hint its author needs."""
+import numpy as np
 import torch
 
 from . import mutant
@@ -41,6 +42,18 @@ def outer_as_float32(a, b):
         "shape (len(a), len(b)), not a flat vector")
 def outer_flattened(a, b):
     return (a[:, None] * b[None, :]).reshape(-1)
+
+
+@mutant("nb00_welcome.outer", hint="numpy is not allowed in this exercise: stay with torch tensors "
+        "and broadcast, a[:, None] * b[None, :]")
+def outer_through_numpy(a, b):
+    return torch.from_numpy(np.outer(a.numpy(), b.numpy()))
+
+
+@mutant("nb00_welcome.outer", hint="torch.ops.aten.outer is torch.outer under another name: the check watches "
+        "the operation, not the name; broadcast instead, a[:, None] * b[None, :]")
+def outer_by_operator_name(a, b):
+    return torch.ops.aten.outer(a, b)
 
 
 @mutant("nb00_welcome.normalize_rows", hint="you divided by the column sums: dim=0 sums down the "

@@ -2,13 +2,10 @@
 import csv
 import html as html_text
 import importlib.util
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import nbformat
@@ -17,11 +14,14 @@ from nbgrader.api import Gradebook
 
 from grader.autograde import autograde
 from grader.course import Course, put_python_scripts_on_path
+from grader.sandbox import unavailable
 
 _spec = importlib.util.spec_from_file_location("fake_class", Path(__file__).with_name("fake_class.py"))
 fake_class = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fake_class)
 
+# sandboxed where bubblewrap can run (test_hostile_class proves the sandbox itself); else unconfined
+ISOLATION = "auto"
 TIMEOUT = 10  # seconds per cell: short, so the looping learner is interrupted soon; long enough to import torch on a busy machine
 
 
@@ -44,7 +44,7 @@ def graded(built_course, tmp_path_factory):
     root = tmp_path_factory.mktemp("autograde")
     course = fresh_course(built_course, root / "course")
     submissions = fake_class.write_class(root / "submissions")
-    summary = autograde(submissions, course, workers=2, timeout=TIMEOUT, progress=False)
+    summary = autograde(submissions, course, workers=2, timeout=TIMEOUT, progress=False, isolation=ISOLATION)
     return course, submissions, summary
 
 
@@ -104,14 +104,14 @@ def test_a_rerun_is_idempotent_and_regrades_only_what_changed(graded):
     course, submissions, first = graded
     before = {l: course.autograded(l, "00_welcome").stat().st_mtime_ns for l in fake_class.LEARNERS}
     csv_before = first.csv.read_bytes()
-    again = autograde(submissions, course, workers=2, timeout=TIMEOUT, progress=False)
+    again = autograde(submissions, course, workers=2, timeout=TIMEOUT, progress=False, isolation=ISOLATION)
     assert {o.status for o in again.outcomes} == {"skipped"} and again.feedback == []
     assert {l: course.autograded(l, "00_welcome").stat().st_mtime_ns for l in fake_class.LEARNERS} == before
     assert again.csv.read_bytes() == csv_before
     # the wrong learner hands in a fixed notebook: only that one is graded again
     nbformat.write(fake_class.submission(fake_class.CORRECT_OUTER, fake_class.CORRECT_ROWS),
                    submissions / "wrong" / "00_welcome.ipynb")
-    fixed = autograde(submissions, course, workers=2, timeout=TIMEOUT, progress=False)
+    fixed = autograde(submissions, course, workers=2, timeout=TIMEOUT, progress=False, isolation=ISOLATION)
     assert {o.submission.learner for o in fixed.outcomes if o.status == "graded"} == {"wrong"}
     assert recorded_scores(course)["wrong"] == fake_class.EXPECTED["correct"]
 
@@ -122,7 +122,7 @@ def test_a_broken_resubmission_is_an_error_that_says_the_old_grade_stays(graded)
     original = handed_in.read_bytes()
     try:
         handed_in.write_text("not a notebook")
-        again = autograde(submissions, course, workers=1, timeout=TIMEOUT, progress=False, feedback=False)
+        again = autograde(submissions, course, workers=1, timeout=TIMEOUT, progress=False, feedback=False, isolation=ISOLATION)
         [broken] = [o for o in again.outcomes if o.status == "error"]
         assert broken.submission.learner == "untouched"
         assert "still hold the grade of this learner's previous submission" in " ".join(broken.notes)
@@ -161,22 +161,12 @@ def test_a_run_killed_half_way_resumes_without_regrading(built_course, tmp_path)
     course = fresh_course(built_course, tmp_path / "course")
     learners = ("correct", "untouched", "wrong", "raises")    # the quick ones
     submissions = fake_class.write_class(tmp_path / "submissions", learners)
-    state = course.root / "grader_state"
-    run = subprocess.Popen([sys.executable, "-m", "grader", "autograde", str(submissions), "--course",
-                            str(course.root), "--workers", "1", "--timeout", str(TIMEOUT)],
-                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        while not list(state.glob("*/*.json")) and time.monotonic() < deadline and run.poll() is None:
-            time.sleep(0.05)
-    finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-        run.wait()
-    done = {p.parent.name for p in state.glob("*/*.json")}
+    command = [sys.executable, "-m", "grader", "autograde", str(submissions), "--course", str(course.root),
+               "--workers", "1", "--timeout", str(TIMEOUT), *(["--unsafe"] if unavailable() else [])]
+    done = fake_class.autograde_killed_half_way(command, course.root, within=120)
     assert 0 < len(done) < len(learners), "the run was not stopped half-way"
     graded_before = {l: course.autograded(l, "00_welcome").stat().st_mtime_ns for l in done}
-    resumed = autograde(submissions, course, workers=2, timeout=TIMEOUT, progress=False)
+    resumed = autograde(submissions, course, workers=2, timeout=TIMEOUT, progress=False, isolation=ISOLATION)
     status = {o.submission.learner: o.status for o in resumed.outcomes}
     assert {l for l, s in status.items() if s == "skipped"} == done
     assert {l for l, s in status.items() if s == "graded"} == set(learners) - done

@@ -1,4 +1,5 @@
 """The in-notebook check machinery: tripwires, devices, seeds, comparison, mutant diagnosis."""
+import dataclasses
 import re
 
 import numpy as np
@@ -276,7 +277,8 @@ def test_mismatch_names_shape_dtype_and_kind():
 
 
 @pytest.mark.parametrize("returns, says", [
-    (lambda a, b: correct_outer(a, b).numpy(), "return a torch.Tensor, not a numpy array"),
+    # notebook 00 forbids numpy: its watch stops .numpy() before the result's kind is judged
+    (lambda a, b: correct_outer(a, b).numpy(), "numpy is not allowed in this exercise"),
     (lambda a, b: correct_outer(a, b).tolist(), "return a torch.Tensor, not a list"),
     (lambda a, b: (a, b), "return a torch.Tensor, not a tuple"),
     (lambda a, b: object.__new__(type("AlwaysEqual", (), {"__eq__": lambda s, o: True})), "not an AlwaysEqual"),
@@ -287,6 +289,12 @@ def test_mismatch_names_shape_dtype_and_kind():
 def test_a_result_of_the_wrong_kind_gets_a_hint_about_its_kind(returns, says):
     report = OUTER.run(returns, cuda_available=False)
     assert says in report.failed[0].hint
+
+
+def test_a_numpy_array_returned_where_numpy_is_allowed_gets_the_kind_hint():
+    allowing = dataclasses.replace(OUTER, numpy_allowed=True, forbidden_ops=())
+    report = allowing.run(lambda a, b: correct_outer(a, b).numpy(), cuda_available=False)
+    assert "return a torch.Tensor, not a numpy array" in report.failed[0].hint
 
 
 def test_values_that_differ_are_shown_as_plain_numbers():

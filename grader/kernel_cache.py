@@ -1,0 +1,106 @@
+"""Compiled kernels a sandboxed notebook finds ready, so that its first ``torch.compile`` is not cold.
+
+A sandbox starts with an empty scratch folder, so every learner's kernel would compile
+torch.compile's (inductor's) and tensorcraft's C kernels from nothing: 20 s or more for a small
+model on two busy cores, past a cell's time limit, for no fault of the learner's. Before a batch,
+:func:`warm_cache` runs the assignment's solution notebook (the course's own, trusted code) once, in
+a sandbox, and keeps what it compiled (the scratch's ``.cache``) in the course directory. Each
+learner's sandbox then starts with a copy of it (:func:`seed`): the copy is the learner's own, so
+what one notebook writes to its cache reaches no other learner and not the kept one.
+
+The kept caches live in tensorcraft's cache folder (``$TENSORCRAFT_CACHE_DIR``, else
+``~/.cache/tensorcraft``, as for the C backend), under ``grading-kernels/``, named by a hash of the
+solution notebook and torch's version: one run serves every course directory built from the same
+notebook (a rebuild, a copy), and a changed notebook or another torch gets a fresh one. Only the
+grader writes there; no sandbox sees it. A notebook that calls no compiler is not run (it would
+keep nothing worth its time).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+from .course import Course
+from .sandbox import CACHE, Sandbox, claim_uid
+
+FOLDER = "grading-kernels"   # under tensorcraft's cache folder
+WARM_UP_TIMEOUT = 600       # seconds a cell of the solution may take while it compiles from nothing
+
+
+def cache_root() -> Path:
+    """Where kept caches live (the C backend's convention: ``tensorcraft.compiler.codegen.c_toolchain``)."""
+    return Path(os.environ.get("TENSORCRAFT_CACHE_DIR") or Path.home() / ".cache" / "tensorcraft") / FOLDER
+
+
+def cache_path(course: Course, assignment: str) -> Path:
+    import torch
+    digest = hashlib.sha256(course.source(assignment).read_bytes() + torch.__version__.encode()).hexdigest()
+    return cache_root() / f"{assignment}-{digest[:16]}"
+
+
+def warm_cache(course: Course, assignment: str) -> Path | None:
+    """The kept cache of ``assignment``, made now by running its solution in a sandbox when there is
+    none yet; None when it calls no compiler, or compiled nothing (grading then goes on, cold)."""
+    if not compiles(course.source(assignment)):
+        return None
+    kept = cache_path(course, assignment)
+    if not kept.exists():
+        _make(course, assignment, kept)
+    return kept if kept.is_dir() and any(kept.iterdir()) else None
+
+
+def compiles(notebook: Path) -> bool:
+    """Whether the notebook calls a compiler (``torch.compile``, ``tc.compile``): only such a notebook
+    has kernels worth a run of its solution; the others would keep nothing but font caches."""
+    return any(cell.cell_type == "code" and "compile(" in cell.source
+               for cell in nbformat.read(notebook, as_version=4).cells)
+
+
+def seed(cache: Path | None, sandbox: Sandbox) -> None:
+    """Give ``sandbox`` a copy of ``cache`` as its own compiled-kernel cache, owned by its uid."""
+    if cache is None or not cache.is_dir():
+        return
+    target = sandbox.scratch / CACHE
+    shutil.copytree(cache, target, symlinks=True, dirs_exist_ok=True)
+    if sandbox.uid is not None:
+        for folder, names, files in os.walk(target):
+            for name in (folder, *(os.path.join(folder, n) for n in names + files)):
+                os.lchown(name, sandbox.uid, sandbox.uid)
+
+
+def _make(course: Course, assignment: str, kept: Path) -> None:
+    from .execute import GuardedExecute
+
+    work = Path(tempfile.mkdtemp(prefix="tensorcraft-warm-"))
+    work.chmod(0o711)
+    sandbox = Sandbox(work / "scratch", hidden=[course.root.resolve(), cache_root()], uid=claim_uid())
+    previous = os.environ.get("NBGRADER_EXECUTION")
+    try:
+        sandbox.end()
+        sandbox.prepare()
+        notebook = nbformat.read(course.source(assignment), as_version=4)
+        os.environ["NBGRADER_EXECUTION"] = "autograde"      # what grading runs, not the slower demos
+        GuardedExecute(sandbox=sandbox, timeout=WARM_UP_TIMEOUT).preprocess(
+            notebook, {"metadata": {"path": str(sandbox.scratch)}})
+        sandbox.end()
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        made = sandbox.scratch / CACHE
+        staging = Path(tempfile.mkdtemp(prefix=f".{assignment}-", dir=kept.parent))
+        if made.is_dir():
+            shutil.copytree(made, staging, symlinks=True, dirs_exist_ok=True)
+        try:
+            os.replace(staging, kept)        # whole or not at all; a run killed here leaves no half cache
+        except OSError:                      # another run kept one first
+            shutil.rmtree(staging, ignore_errors=True)
+    finally:
+        if previous is None:
+            os.environ.pop("NBGRADER_EXECUTION", None)
+        else:
+            os.environ["NBGRADER_EXECUTION"] = previous
+        sandbox.end()
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,263 @@
+"""A sandbox per executed notebook: bubblewrap (``bwrap``) around the kernel process.
+
+A submission is untrusted code. Its kernel sees a fresh root holding only what Python needs to
+run the course (the system's /usr and /etc, the Python installation, the course code), all
+read-only; one scratch folder of its own, writable; no network, no other process (a PID
+namespace of its own); and no course directory, gradebook, submissions folder or other learner.
+Where the grader runs as root the kernel also runs under a uid of its own (one per worker,
+through ``setpriv``), so that it holds no capability and its process cap is its own. Memory
+(address space), processes and file sizes are capped with resource limits (``prlimit``).
+
+When bubblewrap is missing or cannot create namespaces here, :func:`unavailable` says why, and
+autograde refuses to run unless told ``--unsafe`` (``isolation="unsafe"``).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import os
+import shutil
+import signal
+import site
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FIRST_UID, UIDS = 61000, 1000          # sandbox uids (root only), one claimed per worker process
+PROBE_UID = FIRST_UID - 1               # the uid of the one-off probe in unavailable()
+ENVIRONMENT_KEPT = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "NBGRADER_EXECUTION", "OMP_NUM_THREADS",
+                    "MKL_NUM_THREADS", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "TENSORCRAFT_CHECK_SEED")
+INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`, or `make sandbox`; "
+                "Fedora: `dnf install bubblewrap`), or pass --unsafe to run learners' code with your own rights")
+
+
+CACHE = ".cache"        # under the scratch folder: compiled kernels (inductor, triton, tensorcraft's C)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource caps of one kernel. Address space, not resident memory: torch reserves ~2 GB of it."""
+    memory_bytes: int = 8 << 30
+    processes: int = 64          # threads count too (torch's intra-op pool)
+    file_bytes: int = 256 << 20  # the largest file the kernel may write
+    open_files: int = 1024
+
+
+@dataclass
+class Sandbox:
+    """How to start one kernel confined: ``wrap(argv)`` returns the command line to run instead."""
+    scratch: Path                                   # the only writable folder (and the kernel's cwd)
+    hidden: list[Path] = field(default_factory=list)  # never visible, even when under a readable folder
+    readable: list[Path] = field(default_factory=list)  # more read-only paths (the learner's own copy)
+    uid: int | None = None                          # run as this uid (needs root); None: as we are
+    limits: Limits = field(default_factory=Limits)
+
+    def prepare(self) -> None:
+        """Create the scratch folder, owned by the sandbox's uid."""
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        if self.uid is not None:
+            os.chown(self.scratch, self.uid, self.uid)
+        self.scratch.chmod(0o700)
+
+    def end(self, within: float = 10.0) -> None:
+        """Kill whatever still runs under the sandbox's uid, and wait until it is gone: a notebook's
+        children die with its PID namespace, but not at once, and the next kernel of this worker
+        must not find its process cap already spent."""
+        if self.uid is None:
+            return
+        deadline = time.monotonic() + within
+        while (pids := _pids_of(self.uid)) and time.monotonic() < deadline:
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.05)
+
+    def give(self, path: Path) -> None:
+        """Make a file the parent wrote in the scratch folder (the connection file) the kernel's."""
+        if self.uid is not None:
+            os.chown(path, self.uid, self.uid)
+
+    def environment(self) -> dict[str, str]:
+        """The kernel's environment: nothing of the parent's but what running the course needs."""
+        env = {name: os.environ[name] for name in ENVIRONMENT_KEPT if name in os.environ}
+        scratch = str(self.scratch)
+        env.update(HOME=scratch, TMPDIR=scratch, IPYTHONDIR=f"{scratch}/.ipython", MPLCONFIGDIR=f"{scratch}/{CACHE}/matplotlib",
+                   PYTHONDONTWRITEBYTECODE="1", TENSORCRAFT_PROGRESS="off", JUPYTER_PLATFORM_DIRS="1",
+                   JUPYTER_RUNTIME_DIR=scratch, XDG_CACHE_HOME=f"{scratch}/{CACHE}",
+                   TORCHINDUCTOR_CACHE_DIR=f"{scratch}/{CACHE}/torchinductor", TRITON_CACHE_DIR=f"{scratch}/{CACHE}/triton",
+                   TENSORCRAFT_CACHE_DIR=f"{scratch}/{CACHE}/tensorcraft", USER="learner", LOGNAME="learner")
+        return env
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        limits = self.limits
+        processes = limits.processes if self.uid is not None else _processes_of(os.getuid()) + limits.processes
+        command = ["prlimit", f"--as={limits.memory_bytes}", f"--nproc={processes}",
+                   f"--fsize={limits.file_bytes}", f"--nofile={limits.open_files}", "--", "bwrap",
+                   "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                   "--die-with-parent", "--clearenv"]
+        if os.getuid() != 0:
+            command.append("--unshare-user")     # unprivileged: bwrap's own user namespace, no capability
+        for name, value in self.environment().items():
+            command += ["--setenv", name, value]
+        command += ["--perms", "0755", "--tmpfs", "/", "--dev", "/dev", "--proc", "/proc",
+                    "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/tmp"]
+        made: set[Path] = {Path("/"), Path("/tmp")}
+        readable = _system_paths() + _python_paths() + [p for p in self.readable if p.exists()]
+        for path in _outermost(readable):
+            command += _parents(path, made)
+            if path.is_symlink() and path.parent == Path("/"):       # /lib -> usr/lib on merged-/usr systems
+                command += ["--symlink", os.readlink(path), str(path)]
+            else:
+                command += ["--ro-bind", str(path), str(path)]
+        for path in _nvidia_devices():
+            command += ["--dev-bind", str(path), str(path)]
+        for path in self.hidden:
+            if any(_inside(path, r) for r in readable) and path.exists():
+                command += ["--tmpfs", str(path)]   # a readable folder holds it: cover it with an empty one
+        command += _parents(self.scratch, made)
+        command += ["--bind", str(self.scratch), str(self.scratch), "--chdir", str(self.scratch), "--"]
+        if self.uid is not None:
+            command += ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
+                        "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+        return command + argv
+
+
+_claimed: list = []      # the open lock file of the uid this process claimed (held until it exits)
+
+
+def claim_uid() -> int | None:
+    """A uid no other grading process on this machine uses now, for this process's kernels (root
+    only; else None: the kernels run as we do). A uid is claimed by an exclusive lock on a file,
+    which the system releases when the process ends, however it ends; two autograde runs at once
+    (two courses, two instructors) never share one, so neither its process cap nor its clean-up."""
+    if os.getuid() != 0:
+        return None
+    if _claimed:
+        return _claimed[0][0]
+    folder = Path(tempfile.gettempdir()) / "tensorcraft-sandbox-uids"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    for uid in range(FIRST_UID, FIRST_UID + UIDS):
+        handle = open(folder / f"{uid}.lock", "w")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            continue
+        _claimed.append((uid, handle))
+        return uid
+    raise RuntimeError(f"all {UIDS} sandbox uids from {FIRST_UID} are in use by other grading processes")
+
+
+@functools.lru_cache(maxsize=1)
+def unavailable() -> str | None:
+    """Why no sandbox can be made on this machine, or None when one can."""
+    if not sys.platform.startswith("linux"):
+        return f"the sandbox needs Linux namespaces (this is {sys.platform}); " + INSTALL_HINT
+    missing = [tool for tool in ("bwrap", "prlimit") + (("setpriv",) if os.getuid() == 0 else ())
+               if shutil.which(tool) is None]
+    if missing:
+        return f"{', '.join(missing)} not found; " + INSTALL_HINT
+    with tempfile.TemporaryDirectory(prefix="tensorcraft-probe-") as folder:
+        probe = Sandbox(Path(folder) / "scratch", uid=PROBE_UID if os.getuid() == 0 else None)
+        probe.prepare()
+        result = subprocess.run(probe.wrap(["/bin/true"]), capture_output=True, text=True)
+    if result.returncode != 0:
+        return (f"bubblewrap cannot create a sandbox here ({result.stderr.strip() or result.returncode}); "
+                "unprivileged user namespaces may be disabled (sysctl kernel.unprivileged_userns_clone=1), "
+                "or run the grader as root; else pass --unsafe")
+    return None
+
+
+# ---------------------------------------------------------------- what the kernel may read
+
+def _system_paths() -> list[Path]:
+    names = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "opt")
+    return [Path("/", n) for n in names if os.path.lexists(Path("/", n))]
+
+
+def _python_paths() -> list[Path]:
+    """The Python installation, its site-packages, PYTHONPATH and the course's code, with symlinks
+    resolved so that both names work. Not the rest of ``sys.path``: its first entry is the folder a
+    command was started from, which may be anything."""
+    import grader
+    import tensorcraft
+    paths = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.executable).parent,
+             Path(grader.__file__).resolve().parents[1], Path(tensorcraft.__file__).resolve().parents[1]}
+    paths |= {Path(p) for p in site.getsitepackages() if Path(p).is_dir()}
+    paths |= {Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).is_dir()}
+    resolved = {p.resolve() for p in paths} | {Path(sys.executable).resolve().parent.parent}
+    return sorted(p.absolute() for p in paths | resolved if p != Path("/"))
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _outermost(paths: list[Path]) -> list[Path]:
+    """Drop every path that lies inside another of the list: binding the outer one suffices."""
+    ordered = sorted(set(paths), key=lambda p: len(p.parts))
+    kept: list[Path] = []
+    for path in ordered:
+        if not any(_inside(path, k) and not k.is_symlink() for k in kept):
+            kept.append(path)
+    return kept
+
+
+def _parents(path: Path, made: set[Path]) -> list[str]:
+    """bwrap arguments creating each missing parent of ``path`` traversable (bwrap's own are 0700)."""
+    args = []
+    for parent in reversed(path.parents):
+        if parent not in made:
+            made.add(parent)
+            args += ["--perms", "0755", "--dir", str(parent)]
+    return args
+
+
+def _nvidia_devices() -> list[Path]:
+    return sorted(Path("/dev").glob("nvidia*"))
+
+
+def _processes() -> dict[int, dict[str, str]]:
+    """Every process now: pid -> the fields of /proc/PID/status (Name, PPid, Uid, ...)."""
+    found = {}
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+        except OSError:         # ended while we looked
+            continue
+        fields = dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
+        found[int(status.parent.name)] = fields
+    return found
+
+
+def _pids_of(uid: int) -> list[int]:
+    """The processes ``uid`` runs now (RLIMIT_NPROC counts them all, not only one sandbox's)."""
+    return [pid for pid, fields in _processes().items() if fields.get("Uid", "").split()[:1] == [str(uid)]]
+
+
+def _processes_of(uid: int) -> int:
+    return len(_pids_of(uid))
+
+
+def interrupt(sandbox_pid: int) -> int:
+    """Send SIGINT to every process inside the sandbox started as ``sandbox_pid`` (the kernel and
+    what it started), not to bubblewrap's own: what Ctrl-C in a terminal does to a command. A
+    kernel's own interrupt message cannot be relied on here (it never stopped a busy cell in the
+    sandbox), and a signal to bubblewrap is not passed on. Returns how many processes it reached."""
+    processes = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, fields in processes.items():
+        children.setdefault(int(fields.get("PPid", "0")), []).append(pid)
+    reached, todo = 0, list(children.get(sandbox_pid, []))
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        if processes[pid].get("Name") != "bwrap":
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGINT)
+                reached += 1
+    return reached

@@ -1,0 +1,152 @@
+"""The sandbox one kernel runs in: what it can read, write and reach; and autograde's refusal
+to run without one unless told --unsafe."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import sandbox as sandbox_module
+from grader.autograde import NoSandboxError, autograde, sandboxed
+from grader.cli import main as cli_main
+from grader.course import REPO, Course
+from grader.sandbox import Limits, Sandbox, claim_uid, unavailable
+
+needs_sandbox = pytest.mark.skipif(unavailable() is not None, reason=f"no sandbox here: {unavailable()}")
+
+PROBE = r'''
+import json, os, socket, resource, sys
+def can(action):
+    try:
+        action()
+        return True
+    except OSError:
+        return False
+paths = json.loads(sys.argv[1])
+report = {
+    "uid": os.getuid(),
+    "sees_hidden": [p for p in paths["hidden"] if os.path.exists(p) and os.listdir(p)],
+    "writes_readable": can(lambda: open(os.path.join(paths["readable"], "x"), "w")),
+    "writes_scratch": can(lambda: open("written", "w")),
+    "reads_course_code": os.path.exists(os.path.join(paths["repo"], "grader", "checks", "exercise.py")),
+    "network": can(lambda: socket.create_connection(("127.0.0.1", paths["port"]), timeout=2)),
+    "processes": len([p for p in os.listdir("/proc") if p.isdigit()]),
+    "nproc": resource.getrlimit(resource.RLIMIT_NPROC)[0],
+    "memory": resource.getrlimit(resource.RLIMIT_AS)[0],
+    "import_torch": __import__("importlib").util.find_spec("torch") is not None,
+    "home": os.environ.get("HOME"),
+    "cwd": os.getcwd(),
+}
+print(json.dumps(report))
+'''
+
+
+@needs_sandbox
+def test_a_sandboxed_process_sees_only_its_scratch_and_the_course_code(tmp_path):
+    hidden = tmp_path / "course"
+    (hidden / "submitted").mkdir(parents=True)
+    (hidden / "gradebook.db").write_text("grades")
+    folder = tmp_path / "sandboxes"
+    folder.mkdir()
+    folder.chmod(0o711)
+    box = Sandbox(folder / "scratch", hidden=[hidden], uid=claim_uid(), limits=Limits(processes=50))
+    box.prepare()
+    server = __import__("socket").create_server(("127.0.0.1", 0))
+    paths = {"hidden": [str(hidden)], "readable": str(REPO / "lib"), "repo": str(REPO),
+             "port": server.getsockname()[1]}
+    result = subprocess.run(box.wrap([sys.executable, "-c", PROBE, json.dumps(paths)]),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["sees_hidden"] == []
+    assert not report["writes_readable"] and report["writes_scratch"]
+    assert report["reads_course_code"] and report["import_torch"]
+    assert not report["network"]
+    assert report["processes"] <= 3              # bwrap's init, the probe: no process of ours
+    assert report["memory"] == Limits().memory_bytes
+    assert report["home"] == report["cwd"] == str(box.scratch)
+    if os.getuid() == 0:
+        assert report["uid"] == box.uid != 0 and report["nproc"] == 50
+    assert (box.scratch / "written").exists()
+
+
+def test_autograde_refuses_to_run_without_a_sandbox_unless_told_unsafe(monkeypatch, tmp_path, capsys):
+    reason = "bwrap not found; install bubblewrap"
+    monkeypatch.setattr("grader.autograde.unavailable", lambda: reason)
+    with pytest.raises(NoSandboxError, match="refusing to run learners' code without a sandbox: bwrap not found"):
+        autograde(tmp_path, Course(tmp_path / "course"), isolation="sandbox")
+    assert sandboxed("unsafe") is False and sandboxed("auto") is False
+    code = cli_main(["autograde", str(tmp_path), "--course", str(tmp_path / "course")])
+    assert code == 2 and "install bubblewrap" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="isolation='none'"):
+        sandboxed("none")
+
+
+def _sandbox(tmp_path: Path, name: str) -> Sandbox:
+    folder = tmp_path / name
+    folder.mkdir()
+    folder.chmod(0o711)
+    box = Sandbox(folder / "scratch", uid=claim_uid())
+    box.end()
+    box.prepare()
+    return box
+
+
+def _run_cells(box: Sandbox, sources: list[str], timeout: int = 60):
+    import nbformat
+
+    from grader.execute import GuardedExecute
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    executor = GuardedExecute(sandbox=box, timeout=timeout, kernel_name="python3")
+    try:
+        notebook, _ = executor.preprocess(notebook, {"metadata": {"path": str(box.scratch)}})
+    finally:
+        box.end()
+    return notebook, executor
+
+
+@needs_sandbox
+def test_a_cell_past_its_limit_is_interrupted_inside_the_sandbox_and_the_next_cells_run(tmp_path):
+    notebook, executor = _run_cells(_sandbox(tmp_path, "box"), [
+        "while True:\n    pass",                                         # busy in Python
+        "import subprocess\nsubprocess.run(['sleep', '60'])",           # waiting on a child process
+        "print('still here')"], timeout=5)
+    assert executor.lost is None, executor.lost
+    assert [o.get("ename") for o in notebook.cells[0].outputs][0] == "KeyboardInterrupt"
+    assert [o.get("ename") for o in notebook.cells[1].outputs][0] == "KeyboardInterrupt"
+    assert notebook.cells[2].outputs[0].text == "still here\n"
+
+
+COMPILES = ("import torch, tensorcraft as tc\n"
+            "from tensorcraft.compiler.codegen import c_toolchain\n"
+            "tc.compile(lambda x: (x * 3 + 1).relu(), backend='c')(torch.randn(4, 5))\n"
+            "print(c_toolchain.compile_count, c_toolchain.cache_dir())")
+
+
+@needs_sandbox
+def test_every_sandbox_starts_with_its_own_copy_of_the_kernels_the_solution_compiled(tmp_path, monkeypatch):
+    import nbformat
+    from shutil import which
+
+    from grader import kernel_cache
+    if which("cc") is None and which("gcc") is None:
+        pytest.skip("no C compiler here: tensorcraft's C backend cannot compile")
+    monkeypatch.setenv("TENSORCRAFT_CACHE_DIR", str(tmp_path / "kept"))
+    course = Course(tmp_path / "course")
+    course.source("demo").parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(COMPILES)]), course.source("demo"))
+    kept = kernel_cache.warm_cache(course, "demo")
+    assert kept is not None and kept.parent == tmp_path / "kept" / kernel_cache.FOLDER
+    libraries = sorted(p.relative_to(kept) for p in kept.rglob("*.so"))
+    assert libraries, "the solution's run kept no compiled library"
+
+    box = _sandbox(tmp_path, "learner")
+    kernel_cache.seed(kept, box)
+    notebook, _ = _run_cells(box, [COMPILES, "open(c_toolchain.cache_dir() / 'c' / 'planted.so', 'w').write('x')"])
+    count, folder = notebook.cells[0].outputs[0].text.split()
+    assert count == "0", "the learner's kernel compiled again instead of finding the kernel in its cache"
+    assert Path(folder).is_relative_to(box.scratch)
+    assert not list(kept.rglob("planted.so")), "a learner's write reached the kept cache"
+    assert kernel_cache.warm_cache(course, "demo") == kept        # made once, found after
