@@ -163,7 +163,10 @@ CONTRACT_PAIR = Exercise(
     forbidden=("torch.einsum", "torch.tensordot", "numpy.einsum", "numpy.tensordot", "opt_einsum.contract",
                "tensorcraft.einsum", "tensorcraft.einstein.einsum", "tensorcraft.einstein.api.einsum",
                "tensorcraft.einstein.lower.contract_pair.library", "tensorcraft.einstein.lower.run_product",
-               "tensorcraft.einstein.lower.run_pair", "tensorcraft.einstein.lower.plan_pair"),
+               "tensorcraft.einstein.lower.run_pair", "tensorcraft.einstein.lower.plan_pair",
+               "numpy._core.einsumfunc.c_einsum"),  # what numpy.einsum calls: numpy.einsum kept under any name
+    forbidden_ops=("einsum", "tensordot"),  # by any route: torch.ops.aten.einsum, a reference kept in a dict
+    numpy_allowed=False,
     call=run_contract_pair,
     extra_hints={RuntimeError: "a shape does not fit: reshape a to (batch, left, summed) and b to (batch, summed, "
                                "right) only after permuting their dimensions into that order, and give "
