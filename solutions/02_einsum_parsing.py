@@ -262,8 +262,9 @@ print("outside the block, the library's rule again:", tuple(tc.einsum("ij,jk", X
 # `torch.einsum`'s. Each case prints as (your answer, `tc.einsum`'s result with your stage).
 # You may use `collections.Counter`, `sorted` and string methods; numpy is not needed. Forbidden
 # are the einsum functions (`torch.einsum`, `numpy.einsum`, `tc.einsum`, the library's
-# `parse_equation`, `opt_einsum.contract`) and the library's own `infer_output`; the einsums are
-# watched under any name (`torch.ops.aten.einsum`, a reference kept in a dict).
+# `parse_equation`, `opt_einsum.contract`) and the library's own `infer_output`; the einsums and
+# the library's `infer_output` are watched under any name (`torch.ops.aten.einsum`, a reference
+# kept in a dict).
 
 # %% nbgrader={"grade": false, "grade_id": "infer_output", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def infer_output(inputs: str) -> str:

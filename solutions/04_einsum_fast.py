@@ -386,8 +386,9 @@ for equation, shapes in examples:
 #
 # Ties may be broken as you like. Allowed: sets, `itertools`, `math.prod`, plain Python; numpy
 # is not needed.
-# Forbidden: `opt_einsum`'s paths and `contract_path`, `numpy.einsum_path`, `tc.contract_path`,
-# and the library's own `greedy_path` and `optimal_path`.
+# Forbidden: `opt_einsum`'s paths and `contract_path` (under any name: a search kept in a dict
+# fails too), `numpy.einsum_path`, `tc.contract_path`, and the library's own `greedy_path` and
+# `optimal_path`.
 #
 # The check runs **`tc.contract_path(equation, *shapes, optimize="greedy")` with your function as
 # its greedy search** (`tc.substitute(greedy_path=...)`): the path must be valid, and its cost,

@@ -3,6 +3,8 @@ from collections import Counter
 
 import torch
 
+from tensorcraft import stages
+
 from . import mutant
 
 ELLIPSIS = "..."
@@ -364,3 +366,9 @@ def label_sizes_by_aten_einsum(equation, *shapes):
                 for c in sorted({c for c in inputs if c.isalpha()})}
     except RuntimeError as error:
         raise ValueError(str(error)) from None
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="the library's own infer_output is forbidden under any name, even "
+        "reached through tensorcraft's registry of stages: write the rule yourself")
+def infer_output_from_the_stage_registry(inputs):
+    return stages._LIBRARY["infer_output"](inputs)
