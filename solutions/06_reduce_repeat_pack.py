@@ -241,8 +241,8 @@ print(name_the_numbers("b c (h 2) (w 3) 1"))
 #
 # **Allowed:** `rearrange` — tensorcraft's (imported above) or `einops.rearrange`, which you built in
 # notebook 05 — the helpers above, and torch's tensor methods. **Forbidden** (tripwires):
-# `einops.reduce`, `einops.repeat`, tensorcraft's `reduce` and `repeat`, and the `Reduce` layers.
-# numpy is not allowed: stay with torch tensors (no `.numpy()`, no `np.sum`).
+# `einops.reduce`, `einops.repeat`, tensorcraft's `reduce` and `repeat` (under any name), and the
+# `Reduce` layers. numpy is not allowed: stay with torch tensors (no `.numpy()`, no `np.sum`).
 # The check runs your function inside tensorcraft's `Reduce` layer, through
 # `tensorcraft.substitute(reduce=...)`.
 

@@ -242,8 +242,8 @@ def code_size_by_max(equation, *shapes):
         "getattr(torch, 'ein' + 'sum') is torch.einsum all the same; compute with loops")
 def code_hides_einsum_name(equation, *shapes):
     args = ", ".join(f"op{n}" for n in range(len(shapes)))
-    return (f"import torch\n\ndef einsum_loops_generated({args}):\n"
-            f"    return getattr(torch, 'ein' + 'sum')({equation!r}, {args})\n")
+    hidden = f"    return getattr(torch, 'ein' + 'sum')({equation!r}, {args})"  # loops written, result from einsum
+    return _source(equation, shapes).replace("    return out", hidden)
 
 
 # ---------------------------------------------------------------- exercise 3: count_iterations

@@ -6,6 +6,7 @@ from a right answer in exactly the way its hint names.
 from __future__ import annotations
 
 import math
+import types
 
 import einops
 import numpy as np
@@ -19,8 +20,11 @@ from tensorcraft.einops.recipe import Plan
 
 from . import mutant
 
-# the library's own parser, undecorated: the rearrange mutants need a correct parse to get their mistake right
-_library_parse = _pattern_module.parse_expression.library
+# the library's own parser, under a function object of its own: the rearrange mutants need a correct parse
+# to get their mistake right, and the library's function itself is out of reach while a check runs
+_library = _pattern_module.parse_expression.library
+_library_parse = types.FunctionType(_library.__code__, _library.__globals__, "_library_parse", _library.__defaults__)
+_library_parse.__kwdefaults__ = _library.__kwdefaults__
 
 # ---------------------------------------------------------------- parse_expression
 
