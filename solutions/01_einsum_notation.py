@@ -363,7 +363,7 @@ except RuntimeError as error:
 # The letters in the table are a suggestion; any letters that give the same result pass. Every
 # equation must contain `->` (an equation without it fails the check, even where implicit mode
 # would happen to give the right result). Only the strings matter: your function returns them
-# and computes nothing.
+# and computes nothing, so it needs no torch operation and no numpy.
 
 # %% nbgrader={"grade": false, "grade_id": "equations", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def equations():
@@ -411,9 +411,10 @@ check_equations(equations, hidden=True)
 # everywhere it appears; `b` and `B` are two different letters. The result has one axis per
 # letter after `->`, in that order, each as long as the axes that letter names in the inputs.
 #
-# Allowed: string methods, loops, dicts. Forbidden: `torch.einsum`, `numpy.einsum`,
-# `tc.einsum`, the library's `parse_equation` and `opt_einsum.contract` (they would compute
-# the answer for you).
+# You may use string methods, loops and dicts; numpy is not needed. Forbidden, under any name
+# (`torch.ops.aten.einsum`, a reference kept in a variable or a dict: the check watches the
+# operation): `torch.einsum`, `numpy.einsum`, `tc.einsum`, the library's `parse_equation` and
+# `opt_einsum.contract` (they would compute the answer for you).
 
 # %% nbgrader={"grade": false, "grade_id": "output_shape", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def output_shape(equation, *shapes):
@@ -466,8 +467,10 @@ check_output_shape(output_shape, hidden=True)
 # Write `attention(q, k, v)` with einsum for both products (`torch.einsum` or `tc.einsum`) and
 # `torch.softmax(x, dim=...)` for the softmax. It must equal
 # `torch.nn.functional.scaled_dot_product_attention(q, k, v)`, which is forbidden here, and so
-# are `@`, `torch.matmul` and `Tensor.matmul`. The check counts your einsum calls: computing a
-# product another way (`torch.bmm`, or multiplying and `.sum`) fails it.
+# are `@`, `torch.matmul` and `Tensor.matmul`, under any name (`torch.ops.aten.matmul`, a
+# reference kept in a dict: the check watches the operations). numpy is not allowed: stay with
+# torch tensors. The check counts your einsum calls: computing a product another way
+# (`torch.bmm`, or multiplying and `.sum`) fails it.
 
 # %% nbgrader={"grade": false, "grade_id": "attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def attention(q, k, v):

@@ -260,9 +260,11 @@ print("outside the block, the library's rule again:", tuple(tc.einsum("ij,jk", X
 # when every letter has a length of its own; then it runs `tc.einsum` on the same equation
 # with **your** function as its implicit-output stage and compares the result with
 # `torch.einsum`'s. Each case prints as (your answer, `tc.einsum`'s result with your stage).
-# `collections.Counter` and `sorted` are allowed; forbidden are the einsum functions
-# (`torch.einsum`, `numpy.einsum`, `tc.einsum`, the library's `parse_equation`,
-# `opt_einsum.contract`) and the library's own `infer_output`.
+# You may use `collections.Counter`, `sorted` and string methods; numpy is not needed. Forbidden
+# are the einsum functions (`torch.einsum`, `numpy.einsum`, `tc.einsum`, the library's
+# `parse_equation`, `opt_einsum.contract`) and the library's own `infer_output`; the einsums and
+# the library's `infer_output` are watched under any name (`torch.ops.aten.einsum`, a reference
+# kept in a dict).
 
 # %% nbgrader={"grade": false, "grade_id": "infer_output", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def infer_output(inputs: str) -> str:
@@ -389,9 +391,10 @@ except ValueError as error:
 #   letters as dimensions;
 # - each letter of the output appears in some input, and at most once in the output.
 #
-# Allowed: string methods and loops (`str.partition("->")` splits at the first arrow).
-# Forbidden: the einsum functions (`torch.einsum`, `numpy.einsum`, `tc.einsum`, the library's
-# `parse_equation`, `opt_einsum.contract`).
+# You may use string methods and loops (`str.partition("->")` splits at the first arrow); numpy
+# is not needed. Forbidden, under any name (`torch.ops.aten.einsum`, a reference kept in a dict):
+# the einsum functions (`torch.einsum`, `numpy.einsum`, `tc.einsum`, the library's
+# `parse_equation`, `opt_einsum.contract`): asking torch whether it accepts is not a validator.
 
 # %% nbgrader={"grade": false, "grade_id": "validate_equation", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def validate_equation(equation: str, ndims: tuple) -> None:
@@ -460,7 +463,8 @@ check_validate_equation(validate_equation, hidden=True)
 #   inside one operand);
 # - a letter whose lengths in different operands differ while neither is 1.
 #
-# Forbidden: the einsum functions, as in exercise 2.
+# You may use string methods, loops and dicts; numpy is not needed. Forbidden: the einsum
+# functions, under any name, as in exercise 2.
 
 # %% nbgrader={"grade": false, "grade_id": "label_sizes", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def label_sizes(equation: str, *shapes) -> dict:

@@ -213,7 +213,9 @@ print(torch.equal(wrong, 3 * torch.einsum("bik,bkk->bik", Ab, Bb)))
 # **Forbidden** (each raises an error while the check runs): `torch.einsum`, `numpy.einsum`,
 # `tensorcraft.einsum`, `opt_einsum.contract`, `einops.einsum`, `torch.tensordot`,
 # `torch.matmul` and `@`, `torch.bmm`, `torch.mm`, `torch.mv`, `torch.dot`, `torch.outer`,
-# `torch.sum` and `Tensor.sum`, `torch.diagonal` and `torch.diag`.
+# `torch.sum` and `Tensor.sum`, `torch.diagonal` and `torch.diag`, under any name (the check
+# watches the operations: `torch.ops.aten.einsum` or a reference kept in a dict fails too).
+# numpy is not allowed: stay with torch tensors (no `.numpy()`, no `np.einsum`).
 #
 # The check runs your function **inside tensorcraft's pipeline**:
 # `tensorcraft.einstein.loops.einsum_by_definition(equation, *operands)`, with your function
@@ -320,8 +322,9 @@ print(v[1,], v[(1,)], scalar[()])
 # %% [markdown]
 # **Forbidden**, in the generated source: any name `einsum`, `matmul`, `bmm`, `mm`, `mv`, `dot`,
 # `tensordot`, `sum`, `prod`, `diagonal`, `diag`, `trace` (and a few more of the kind), the `@`
-# operator, and imports other than the three above; the functions of exercise 1 are forbidden
-# while the generated code runs. The check reads your source, then runs it **through the
+# operator, and imports other than the three above; the functions of exercise 1 are forbidden,
+# under any name, while the generated code runs. numpy is not allowed in the generated source and
+# not needed in `loop_code`, which only builds a string. The check reads your source, then runs it **through the
 # library**: `einsum_by_definition(..., generated=True)` with your function substituted for the
 # stage `loop_code`, against `torch.einsum`.
 
@@ -409,7 +412,8 @@ print(torch.einsum("ij,jk->", *empty), loops.count_iterations.library("ij,jk->ik
 # letters only, as before) run their innermost statement for operands of the given shapes, as a
 # Python `int`. A dimension of size 0 is a loop that runs 0 times.
 #
-# **Allowed:** Python and `math`. **Forbidden:** `torch.einsum`, `numpy.einsum`,
+# **Allowed:** Python and `math`; numpy is not needed. **Forbidden:** `torch.einsum` and
+# `numpy.einsum` (under any name: `torch.ops.aten.einsum`, a reference kept in a dict),
 # `tensorcraft.einsum`, `opt_einsum.contract_path`, and the library's `parse_equation` and
 # `contract_path`.
 #

@@ -115,7 +115,9 @@ print(plan_pair("bhqd", (2, 4, 8, 16), "bhkd", (2, 4, 8, 16), keep="bhqk", resul
 # Allowed: `permute`, `reshape`, `torch.bmm` (or `@`), `math.prod`, plain Python.
 # Forbidden (the check replaces them with tripwires): `torch.einsum`, `torch.tensordot`,
 # `numpy.einsum`, `opt_einsum.contract`, `tc.einsum`, and the library's own lowering
-# (`tensorcraft.einstein.lower`'s `contract_pair`, `plan_pair`, `run_pair`, `run_product`).
+# (`tensorcraft.einstein.lower`'s `contract_pair`, `plan_pair`, `run_pair`, `run_product`); the
+# einsums and `tensordot` are watched under any name (`torch.ops.aten.einsum`, a reference kept in
+# a dict). numpy is not allowed: stay with torch tensors.
 #
 # The check runs **`tc.einsum` with your function as its lowering** (through
 # `tc.substitute(contract_pair=...)`, once per pair of operands) and compares the result with
@@ -266,7 +268,8 @@ print(info)
 #   (max(1, k − 1) + 1 if it sums a label, else max(1, k − 1)).
 #
 # A step's result keeps the labels that the output or some operand left over has; it goes to the
-# end of the list. Allowed: sets, `math.prod`, plain Python. Forbidden: `opt_einsum.contract_path`,
+# end of the list. Allowed: sets, `math.prod`, plain Python; numpy is not needed (and a numpy
+# number is no `int`). Forbidden: `opt_einsum.contract_path`,
 # `opt_einsum.helpers.flop_count`, `numpy.einsum_path`, `tc.contract_path` and the library's own
 # `path_flops` (the helpers in `tensorcraft.einstein.path` are off limits too: this is the one you
 # write).
@@ -381,9 +384,11 @@ for equation, shapes in examples:
 # 3. Record `(i, j)` with i < j, remove both from your list, and append the result's labels at
 #    the end, exactly as the path format says.
 #
-# Ties may be broken as you like. Allowed: sets, `itertools`, `math.prod`, plain Python.
-# Forbidden: `opt_einsum`'s paths and `contract_path`, `numpy.einsum_path`, `tc.contract_path`,
-# and the library's own `greedy_path` and `optimal_path`.
+# Ties may be broken as you like. Allowed: sets, `itertools`, `math.prod`, plain Python; numpy
+# is not needed.
+# Forbidden: `opt_einsum`'s paths and `contract_path` (under any name: a search kept in a dict
+# fails too), `numpy.einsum_path`, `tc.contract_path`, and the library's own `greedy_path` and
+# `optimal_path`.
 #
 # The check runs **`tc.contract_path(equation, *shapes, optimize="greedy")` with your function as
 # its greedy search** (`tc.substitute(greedy_path=...)`): the path must be valid, and its cost,

@@ -325,6 +325,9 @@ print("outside the block:", tuple(model(images).shape), "(nothing printed: the l
 # (`2a`) or that starts or ends with `_`, any other character (a tab too).
 # So `"b (h w) ... 1"` gives `dims = (("b",), ("h", "w"), ELLIPSIS, ())`, and `""` gives `dims = ()`.
 #
+# You may use string methods and plain Python; numpy is not needed. Forbidden: einops' parser and
+# its functions, and the library's own `parse_expression`.
+#
 # The check compares your `dims` with einops' own parser, then runs `tc.rearrange`, `tc.repeat`
 # and `tc.reduce` with `tc.substitute(parse_expression=parse_expression)` and compares their
 # results with einops'.
@@ -440,7 +443,9 @@ for field in ("axes", "fixed_lengths", "given_axes", "input_dims", "permutation"
 #    `reduce` and `repeat` (notebook 06).
 #
 # For the mosaic on `images`: `lengths = [2, 3, 12, 12, 3]`, `init_shape = (2, 3, 12, 12, 3)`,
-# `final_shape = (24, 36, 3)`. The check runs `tc.rearrange` and the `Rearrange` layer with
+# `final_shape = (24, 36, 3)`. You may use `math.prod`, dicts and plain Python; numpy is not
+# needed (`math.prod` keeps the lengths Python ints). Forbidden: einops' functions and the
+# library's own `make_plan`. The check runs `tc.rearrange` and the `Rearrange` layer with
 # `tc.substitute(make_plan=make_plan)` and compares with einops.
 
 # %% nbgrader={"grade": false, "grade_id": "make_plan", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -496,6 +501,10 @@ check_make_plan(make_plan, hidden=True)
 #
 # The result must work with autograd, as einops' does (the layer sits inside models that train):
 # build it from `x` with torch operations, not through `.tolist()` or `torch.tensor(...)`.
+#
+# You may use `reshape`, `permute` and your `parse_expression`; numpy is not allowed (no
+# `.numpy()`, no `np.transpose`). Forbidden: einops (`einops.rearrange` and the rest, even kept in
+# a variable or a dict) and the library's own `rearrange` and its steps.
 #
 # The check compares with einops on fixed and randomly generated patterns (compositions on both
 # sides, decompositions with given lengths, ellipsis, scalars, errors), called directly, with

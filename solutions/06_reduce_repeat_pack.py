@@ -241,7 +241,8 @@ print(name_the_numbers("b c (h 2) (w 3) 1"))
 #
 # **Allowed:** `rearrange` — tensorcraft's (imported above) or `einops.rearrange`, which you built in
 # notebook 05 — the helpers above, and torch's tensor methods. **Forbidden** (tripwires):
-# `einops.reduce`, `einops.repeat`, tensorcraft's `reduce` and `repeat`, and the `Reduce` layers.
+# `einops.reduce`, `einops.repeat`, tensorcraft's `reduce` and `repeat` (under any name), and the
+# `Reduce` layers. numpy is not allowed: stay with torch tensors (no `.numpy()`, no `np.sum`).
 # The check runs your function inside tensorcraft's `Reduce` layer, through
 # `tensorcraft.substitute(reduce=...)`.
 
@@ -355,7 +356,7 @@ show([images[2], pooled_max[2], blocky], ["stripes", "max pool 2x2", "pooled, th
 # 4. Rearrange from `"<flat> <new axes>"` to the right side, passing the new axes' lengths.
 #
 # **Allowed** and **forbidden**: as in exercise 1 (rearrange yes; einops' and tensorcraft's
-# `repeat` and `reduce` no). The check runs your function through `tensorcraft.repeat`, with
+# `repeat` and `reduce` no; numpy no). The check runs your function through `tensorcraft.repeat`, with
 # `tensorcraft.substitute(repeat=...)` in force.
 
 # %% nbgrader={"grade": false, "grade_id": "repeat", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -464,7 +465,9 @@ print("same output as einops' layers:", torch.allclose(patch_model(x_bchw), eino
 # gives your model the reference model's weights — in the order `model.parameters()` lists them:
 # conv weight, conv bias, linear weight, linear bias — and compares the outputs.
 # **Forbidden**: torch's pooling modules and functions (`nn.MaxPool2d`, `nn.AdaptiveAvgPool2d`,
-# `F.max_pool2d`, `torch.max_pool2d`...) and `nn.Flatten`.
+# `F.max_pool2d`, `torch.max_pool2d`...), under any name (`torch.ops.aten.max_pool2d` too: the
+# check watches the operations), and `nn.Flatten`. You may use `nn.Conv2d`, `nn.ReLU`,
+# `nn.Linear` and the `Reduce` layers; numpy is not needed.
 
 # %% nbgrader={"grade": false, "grade_id": "make_head", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def make_head(channels, hidden, classes):

@@ -321,8 +321,8 @@ print("is_inplace(Tensor.relu_):", is_inplace(torch.Tensor.relu_, "relu_", {}))
 #
 # You do not need to handle calls the builder refuses (it raises `Refused`): the check's programs
 # have none. **Forbidden** (tripwires): the library's `capture` and its recorder, torch.fx's
-# tracing. The check compares your graph's op sequence and parameters with torch.fx's, and runs the
-# compiled code on two inputs against eager PyTorch.
+# tracing. numpy is not needed. The check compares your graph's op sequence and parameters with
+# torch.fx's, and runs the compiled code on two inputs against eager PyTorch.
 
 # %% nbgrader={"grade": false, "grade_id": "capture", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def module_tensor_names(module):
@@ -486,7 +486,7 @@ for program in (branchy, shapes_only):
 # Record everything else — shape reads (`x.shape`, `x.size(0)`, `len(x)`) included. The check
 # runs programs through `tc.compile` with your rule and compares with `torch._dynamo.explain`: a
 # program Dynamo breaks must run eagerly, one it captures whole must be compiled and give eager's
-# result. **Forbidden**: the library's own `refusal`.
+# result. **Forbidden**: the library's own `refusal`. numpy is not needed.
 
 # %% nbgrader={"grade": false, "grade_id": "refusal", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def refusal(op, args, kwargs):
@@ -654,7 +654,8 @@ print("recompiles:", peeked.stats.recompiles)
 #
 # The check runs sequences of calls through `tc.compile` with `tc.substitute(check_input=...)` and
 # compares, call by call, "compiled anew" or "reused" with `torch.compile(dynamic=False)`.
-# **Forbidden**: the library's `check_input` and `check_guards` and their helpers.
+# **Forbidden**: the library's `check_input` and `check_guards` and their helpers. numpy is not
+# needed.
 
 # %% nbgrader={"grade": false, "grade_id": "input_guard", "locked": false, "schema_version": 3, "solution": true, "task": false}
 TENSOR_FIELDS = ("type", "shape", "stride", "dtype", "device", "requires_grad")

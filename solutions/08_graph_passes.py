@@ -217,7 +217,9 @@ print("tensorcraft.compile:", tc.compile(plus_one_in_place)(ones))
 # `tensorcraft.substitute(eliminate_dead_code=your_function)` is in force, so the compiler calls
 # your pass. It compares what the compiled code returns with eager PyTorch, and the calls left in
 # the optimized graph with those torch.fx's `eliminate_dead_code` leaves in the same program.
-# **Forbidden:** torch.fx's `Graph.eliminate_dead_code` and the library's `eliminate_dead_code`.
+# **Forbidden:** torch.fx's `Graph.eliminate_dead_code` and the library's `eliminate_dead_code`
+# (under any name: a reference kept in a dict fails too).
+# numpy is not needed: the pass works on the graph.
 
 # %% nbgrader={"grade": false, "grade_id": "eliminate_dead_code", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def eliminate_dead_code(graph):
@@ -332,7 +334,8 @@ print(calls(cse.eliminate_common_subexpressions(capture(two_sines, (ones,)).grap
 #
 # The check compiles programs with `passes=["cse"]` and your pass substituted, and compares the
 # results with eager, the calls left with torch.fx's `CSEPass`, and which returned tensors share
-# memory with eager (none). **Forbidden:** `CSEPass` and the library's CSE.
+# memory with eager (none). **Forbidden:** `CSEPass` and the library's CSE (under any name).
+# numpy is not needed: the pass works on the graph.
 
 # %%
 def key(value):
@@ -527,7 +530,8 @@ print(calls(constant_folding.fold_constants(g)), "<- q * 2 is returned: it stays
 # gradients, and with gradients), and compares the results and gradients with eager, the calls
 # left with torch.fx's `const_fold`, whether a second call returns fresh tensors, and whether every
 # parameter folded into a constant was read with `graph.param_value` (it is then in `graph.baked`).
-# **Forbidden:** `const_fold.split_const_subgraphs` and the library's `fold_constants`.
+# **Forbidden:** `const_fold.split_const_subgraphs` and the library's `fold_constants` (under any
+# name). Compute the folded values with torch operations; numpy is not needed.
 
 # %% nbgrader={"grade": false, "grade_id": "fold_constants", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def fold_constants(graph):
@@ -642,7 +646,8 @@ draw_side_by_side([captured, folded], ["captured", "conv+bn folded, then DCE"], 
 # `torch.nn.utils.fusion.fuse_conv_bn_weights`, and inside `tensorcraft.compile` on a Conv2d →
 # BatchNorm2d model, with `tensorcraft.substitute(fold_conv_bn=...)`, against torch's own folded
 # convolution. **Forbidden:** torch's `fuse_conv_bn_weights`, `fuse_conv_bn_eval` and torch.fx's
-# `fuse`.
+# `fuse`, and the library's own `fold_conv_bn` (under any name). Compute the folded weights with
+# torch operations; numpy is not needed.
 
 # %% nbgrader={"grade": false, "grade_id": "fold_conv_bn", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def fold_conv_bn(weight, bias, running_mean, running_var, gamma, beta, eps):

@@ -288,6 +288,8 @@ with tc.substitute(group_fusible=lambda graph: group_fusible.library(graph, reco
 # iteration shape, no reader of a reduction in the reduction's group, no cycle, no reader outside
 # the group before the kernel runs); the compiled program must return what eager PyTorch returns;
 # and it must run no more operations (kernels plus the torch calls left) than these rules reach.
+# You may use plain Python over the graph's nodes; numpy is not needed. The library's own grouping
+# is forbidden.
 
 # %% nbgrader={"grade": false, "grade_id": "group_fusible", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def my_group_fusible(graph):
@@ -385,7 +387,8 @@ print("len(graph.nodes) =", len(g.nodes))
 #
 # The check runs `tc.compile` with your function in place of the library's (the library's planner
 # decides which buffers to reuse from your lifetimes), compares the results with eager PyTorch, and
-# compares your steps, node by node, with the library's.
+# compares your steps, node by node, with the library's. You may use plain Python; numpy is not
+# needed. The library's own `storage_lifetimes` is forbidden.
 
 # %% nbgrader={"grade": false, "grade_id": "storage_lifetimes", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def my_storage_lifetimes(graph):
@@ -483,7 +486,8 @@ plot_timeline(graph, plan, "memory over the steps of the compiled five-layer mod
 # its previous value is still needed, that slots have the value's dtype, device and size, that
 # returned values never sit in a slot; that the plan uses the fewest slots possible (the most values
 # alive at once) and that its peak stays within what that many slots need; and that the results
-# equal eager PyTorch's.
+# equal eager PyTorch's. You may use plain Python; numpy is not needed. The library's own
+# `plan_memory` is forbidden.
 
 # %% nbgrader={"grade": false, "grade_id": "plan_memory", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def my_plan_memory(graph):

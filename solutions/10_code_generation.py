@@ -150,6 +150,7 @@ print(python_backend.python_source(norm_kernel))
 # `tc.substitute(python_source=your_function)` is in force, so that the backend executes your
 # source. Before each call the output buffers are filled with NaN: an output you do not write shows.
 # The library's `python_source` cannot be called from your function while the check runs.
+# Your function builds a string: numpy is not needed.
 
 # %%
 TORCH_OPS = {**UNARY_SOURCE, **BINARY_SOURCE}   # op -> "torch.add({}, {})"
@@ -269,6 +270,7 @@ for buffer in ([3, 4, 5], [1, 4, 1], [3, 1, 5], [1, 1, 5]):
 # model's fused kernels run it, on broadcast, transposed (the wrapper makes them contiguous first)
 # and float64 inputs, against eager PyTorch. Output buffers are filled with NaN before each call.
 # The library's `c_source` and its printer's methods cannot be called while the check runs.
+# Your function builds a string: numpy is not needed.
 
 # %%
 C_TYPES = {"float32": "float", "float64": "double"}
@@ -485,7 +487,8 @@ print(wrapper_text[kernel_start: kernel_start + 1500])
 # input, two results) with `tc.substitute(generate_wrapper=your_function)`, compares with eager,
 # and reads your source: every value in `plan.slot_of` must be assigned a view of its `_slot<k>`,
 # and every intermediate that `plan.frees_after` lists (and that is not in a slot) must be deleted
-# before the next value is allocated.
+# before the next value is allocated. Your function builds a string: numpy is not needed, and the
+# library's own `generate_wrapper` cannot be called while the check runs.
 
 # %% nbgrader={"grade": false, "grade_id": "generate_wrapper", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def generate_wrapper(graph, plan, kernels, name="forward"):

@@ -165,7 +165,9 @@ print("and back:", torch.equal(tc.rearrange(heads_first, "b h t e -> b t (h e)")
 #
 # Write both products with `tc.einsum` (the check makes sure your code calls it) and the splits with
 # `tc.rearrange`. **Forbidden:** `torch.einsum`, `F.scaled_dot_product_attention`,
-# `nn.MultiheadAttention` and torch's transformer layers. The check compares your function with
+# `nn.MultiheadAttention` and torch's transformer layers, under any name (`torch.ops.aten.einsum`, a
+# reference kept in a dict: the check watches the operations). numpy is not allowed: stay with
+# torch tensors. The check compares your function with
 # `F.scaled_dot_product_attention` on the heads split the same way, in float64 and float32.
 
 # %% nbgrader={"grade": false, "grade_id": "attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -213,7 +215,7 @@ check_attention(attention, hidden=True)
 # attention module keeps `qkv` as `in_proj_weight`/`in_proj_bias` and `proj` as `out_proj`), runs
 # both forward and backward, and compares the output and the gradient of the input and of every
 # parameter. Your block calls your `attention`: exercise 1 must pass first.
-# **Forbidden:** as in exercise 1, and the library's stand-in block.
+# **Forbidden:** as in exercise 1 (numpy too), and the library's stand-in block.
 
 # %% nbgrader={"grade": false, "grade_id": "block", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class Block(nn.Module):
@@ -344,6 +346,7 @@ print(torch.equal(y.permute(p).permute(q_order), y.permute([p[i] for i in q_orde
 # PyTorch: chains of reshapes, permutes in three spellings, a view that other nodes read, a view of
 # a fused kernel's output, and the block, forward and backward. No view of a view may be left, and
 # the graph your pass was given must be unchanged. **Forbidden:** the library's `merge_views`.
+# numpy is not needed: the pass works on the graph.
 
 # %% nbgrader={"grade": false, "grade_id": "merge_views", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def merge_views(graph):
@@ -398,7 +401,7 @@ check_merge_views(merge_views, hidden=True)
 # names above. The check compiles the library's block with your list (its own `view_pass` records
 # that it ran), and compares with eager and with what the passes reach in a working order: no view
 # of a view, no call that reads no input, no softmax or layer norm left whole, and as many fused
-# kernels.
+# kernels. numpy is not needed.
 
 # %% nbgrader={"grade": false, "grade_id": "make_pipeline", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def make_pipeline(view_pass):

@@ -23,7 +23,9 @@ _tc_einsum = einstein_api.einsum
 
 EINSUM_NAMES = ("torch.einsum", "numpy.einsum", "tensorcraft.einsum", "tensorcraft.einstein.einsum",
                 "tensorcraft.einstein.api.einsum", "tensorcraft.einstein.parse_equation",
-                "tensorcraft.einstein.parse.parse_equation", "opt_einsum.contract")
+                "tensorcraft.einstein.parse.parse_equation", "opt_einsum.contract",
+                # what numpy.einsum calls, looked up at each call: catches numpy.einsum kept under any name
+                "numpy._core.einsumfunc.c_einsum")
 
 
 def _ints(shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
@@ -216,6 +218,7 @@ OUTPUT_SHAPE = Exercise(
     hint="the result has one axis per letter after '->', in that order, each as long as the axes that "
          "letter names in the inputs",
     forbidden=EINSUM_NAMES,
+    forbidden_ops=("einsum",),  # torch.einsum by any route: torch.ops.aten.einsum, a reference kept in a dict
     extra_hints={NotAShapeError: "return a tuple of Python ints, such as (4, 2): tuple(...) of a list, "
                                  "and int(...) of anything that is no int",
                  KeyError: "every letter after '->' names an axis of some input: find its size there "
@@ -286,6 +289,10 @@ ATTENTION = Exercise(
          "result = einsum('bhqk,bhkd->bhqd', weights, v)",
     forbidden=("torch.nn.functional.scaled_dot_product_attention", "torch.matmul", "torch.Tensor.matmul",
                "torch.Tensor.__matmul__", "torch.nn.functional.multi_head_attention_forward"),
+    # the same by any route (torch.ops.aten.matmul, a reference kept in a dict); tc.einsum's own bmm stays allowed
+    forbidden_ops=("scaled_dot_product_attention", "matmul", "__matmul__", "__rmatmul__",
+                   "multi_head_attention_forward"),
+    numpy_allowed=False,
     call=run_attention,
 )
 

@@ -23,7 +23,10 @@ _tc_einsum = einstein_api.einsum
 
 EINSUM_NAMES = ("torch.einsum", "numpy.einsum", "tensorcraft.einsum", "tensorcraft.einstein.einsum",
                 "tensorcraft.einstein.parse_equation", "tensorcraft.einstein.parse.parse_equation",
-                "opt_einsum.contract")
+                "opt_einsum.contract",
+                # what numpy.einsum calls, looked up at each call: catches numpy.einsum kept under any name
+                "numpy._core.einsumfunc.c_einsum")
+EINSUM_OPS = ("einsum",)  # torch.einsum by any route: torch.ops.aten.einsum, a reference kept in a dict
 ELLIPSIS = "..."
 ELLIPSIS_DIMS = 2   # '...' covers two dimensions in infer_output's cases, so that torch's result shows them
 
@@ -126,7 +129,9 @@ INFER_OUTPUT = Exercise(
     hint="count every letter over the whole input side; keep those used exactly once, sorted by code point "
          "(sorted() on the letters); put '...' first when any operand has one",
     call=run_infer_output,
-    forbidden=EINSUM_NAMES + ("tensorcraft.einstein.infer.infer_output", "tensorcraft.einstein.infer_output"),
+    forbidden=EINSUM_NAMES + ("tensorcraft.einstein.infer.infer_output.library",  # first: the stage holds it
+                              "tensorcraft.einstein.infer.infer_output", "tensorcraft.einstein.infer_output"),
+    forbidden_ops=EINSUM_OPS,
 )
 
 
@@ -268,6 +273,7 @@ VALIDATE_EQUATION = Exercise(
     hint="go through the rules in order: the characters (letters, ',', spaces, '...', one '->'), the ellipses, "
          "the number of terms, each term's letters against its operand's dimensions, then the output's letters",
     forbidden=EINSUM_NAMES,
+    forbidden_ops=EINSUM_OPS,
     extra_hints={RuntimeError: NOT_VALUE_ERROR, AssertionError: NOT_VALUE_ERROR},
 )
 
@@ -374,6 +380,7 @@ LABEL_SIZES = Exercise(
          "repeated letter needs equal sizes; across operands sizes must be equal or 1, and the size that is "
          "not 1 wins; raise ValueError otherwise",
     forbidden=EINSUM_NAMES,
+    forbidden_ops=EINSUM_OPS,
     extra_hints={RuntimeError: NOT_VALUE_ERROR, AssertionError: NOT_VALUE_ERROR},
 )
 

@@ -26,7 +26,11 @@ NOT_LOOPS = (
     "torch.tensordot", "torch.matmul", "torch.Tensor.matmul", "torch.Tensor.__matmul__",
     "torch.bmm", "torch.mm", "torch.mv", "torch.dot", "torch.outer",
     "torch.sum", "torch.Tensor.sum", "torch.diagonal", "torch.Tensor.diagonal", "torch.diag",
+    "numpy._core.einsumfunc.c_einsum",  # what numpy.einsum calls: numpy.einsum kept under any name
 )
+# The same operations by any route (torch.ops.aten.einsum, a reference kept in a dict, a method).
+NOT_LOOP_OPS = ("einsum", "tensordot", "matmul", "__matmul__", "__rmatmul__", "bmm", "mm", "mv", "dot",
+                "outer", "sum", "diagonal", "diag")
 
 # ---------------------------------------------------------------- cases
 
@@ -151,6 +155,8 @@ EINSUM_LOOPS = Exercise(
     hint="loop over every label of the equation; at each point multiply one entry of each operand "
          "and add the product into the result at the output labels' values (start from zeros)",
     forbidden=NOT_LOOPS + ("tensorcraft.einstein.loops.einsum_loops.library",),
+    forbidden_ops=NOT_LOOP_OPS,
+    numpy_allowed=False,
     call=_definition_through_library,
     extra_hints={
         IndexError: "an index is out of range: a dimension of size 1 that broadcasts must be read at index 0, "
@@ -270,6 +276,8 @@ LOOP_CODE = Exercise(
          "output's shape, one `for` per label (output labels outermost), and one line "
          "`out[...] += op0[...] * op1[...]` at the innermost level; print(your source) to read it",
     forbidden=NOT_LOOPS + ("tensorcraft.einstein.loops.loop_code.library",),
+    forbidden_ops=NOT_LOOP_OPS,
+    numpy_allowed=False,
     call=_generated_through_library,
     extra_hints={
         NotLoopsError: "the generated function must compute with loops: one `for` per label, indexing single "
@@ -344,7 +352,8 @@ COUNT_ITERATIONS = Exercise(
          "labels, each label once, with its broadcast size (its size where it is not 1)",
     forbidden=("torch.einsum", "numpy.einsum", "tensorcraft.einsum", "opt_einsum.contract_path",
                "tensorcraft.einstein.parse.parse_equation", "tensorcraft.einstein.path.contract_path",
-               "tensorcraft.einstein.loops.count_iterations.library"),
+               "tensorcraft.einstein.loops.count_iterations.library", "numpy._core.einsumfunc.c_einsum"),
+    forbidden_ops=("einsum",),
     call=_count_through_library,
     extra_hints={TypeError: "return a Python int (math.prod of ints is one; / makes a float)"},
 )

@@ -589,6 +589,7 @@ REARRANGE = RearrangeExercise(
     hint="three steps: reshape the input so that every axis is a dimension of its own (decompose), permute "
          "those axes into the order the right side lists them, reshape to merge each right-side group (compose)",
     forbidden=FORBIDDEN_IN_REARRANGE,
+    numpy_allowed=False,  # a numpy round trip loses autograd, device and the lesson
     call=_run_rearrange,
     extra_hints=EXTRA_HINTS,
 )

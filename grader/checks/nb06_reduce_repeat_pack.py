@@ -25,6 +25,8 @@ REDUCTIONS = ("sum", "mean", "max", "min", "prod")
 
 # Not "einops.einops.reduce": einops.rearrange, which the exercises allow, calls that function itself.
 FORBIDDEN_REDUCE_REPEAT = (
+    # the stages' own functions first (out of reach under any name), then the names that lead to them
+    "tensorcraft.einops.ops.reduce.library", "tensorcraft.einops.ops.repeat.library",
     "einops.reduce", "einops.repeat", "einops.einops.repeat",
     "einops.layers.torch.Reduce",
     "tensorcraft.reduce", "tensorcraft.repeat", "tensorcraft.einops.reduce", "tensorcraft.einops.repeat",
@@ -171,6 +173,7 @@ REDUCE = Exercise(
          "including each 1, is in the result, in the right side's order: rearrange the input to "
          "'<right side> (<reduced axes>)', then reduce that last axis",
     forbidden=FORBIDDEN_REDUCE_REPEAT,
+    numpy_allowed=False,
     extra_hints={
         RuntimeError: "rearrange refused the pattern you built (its message says why): every axis of the left "
                       "must appear on the right, the reduced ones in the last group, and so must '...' when the "
@@ -283,6 +286,7 @@ REPEAT = Exercise(
          "then rearrange everything into the right side exactly as written (inside a group, the order of "
          "the axes is the order of the digits of a number: (h 2) repeats each row, (2 h) tiles)",
     forbidden=FORBIDDEN_REDUCE_REPEAT,
+    numpy_allowed=False,
     extra_hints={
         RuntimeError: "rearrange or expand refused what you built (its message says why): the numbers on the "
                       "right need names (name_the_numbers); the first rearrange needs the lengths of the left's "
@@ -390,6 +394,9 @@ MAKE_HEAD = Exercise(
                "torch.nn.AdaptiveMaxPool2d", "torch.nn.Flatten", "torch.nn.functional.max_pool2d",
                "torch.nn.functional.avg_pool2d", "torch.nn.functional.adaptive_avg_pool2d",
                "torch.nn.functional.adaptive_max_pool2d", "torch.max_pool2d"),
+    # torch's pooling by any route (torch.ops.aten.max_pool2d, a reference kept in a dict)
+    forbidden_ops=("max_pool2d", "_max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d",
+                   "_adaptive_avg_pool2d", "adaptive_max_pool2d"),
     extra_hints={
         NotReduceLayersError: "write the 2 x 2 max pooling and the global mean as Reduce layers: "
                               "Reduce('b c (h 2) (w 2) -> b c h w', 'max') and Reduce('b c h w -> b c', 'mean'); "

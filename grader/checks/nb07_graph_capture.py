@@ -310,7 +310,8 @@ CAPTURE = Exercise(
          "input): record every call the mode sees with builder.call, bind each tensor it returns to the node "
          "it got back, and map a tensor you have not seen to a param node (a module tensor) or a constant",
     forbidden=("tensorcraft.compiler.capture.capture.library", "tensorcraft.compiler.capture.capture",
-               "tensorcraft.compiler.capture._Recorder", "tensorcraft.compiler.dynamo_backend.graph_from_fx",
+               "tensorcraft.compiler.capture._Recorder", "tensorcraft.compiler.dynamo_backend.graph_from_fx.library",
+               "tensorcraft.compiler.dynamo_backend.graph_from_fx",
                *FX_TRACING),
     extra_hints={
         TypeError: "capture must return Captured(graph, None, result, constants, input_names): the Graph "

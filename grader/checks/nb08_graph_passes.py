@@ -229,7 +229,8 @@ DCE = Exercise(
     hint="walk the nodes from the last to the first: the output node and the placeholders are live; a node is "
          "live when a live node reads it (node.inputs); remove every call that is not live with graph.remove, "
          "on graph.copy()",
-    forbidden=("torch.fx.Graph.eliminate_dead_code", "tensorcraft.compiler.passes.dce.eliminate_dead_code"),
+    forbidden=("torch.fx.Graph.eliminate_dead_code", "tensorcraft.compiler.passes.dce.eliminate_dead_code.library",
+               "tensorcraft.compiler.passes.dce.eliminate_dead_code"),
     extra_hints={ValueError: GRAPH_RULES_HINT},
     call=_dce_in_the_pipeline,
 )
@@ -354,6 +355,7 @@ CSE = Exercise(
          "readers of the second at it (graph.replace_all_uses), then remove the second; two nodes that are both "
          "returned stay apart",
     forbidden=("torch.fx.passes.dialect.common.cse_pass.CSEPass",
+               "tensorcraft.compiler.passes.cse.eliminate_common_subexpressions.library",
                "tensorcraft.compiler.passes.cse.eliminate_common_subexpressions"),
     extra_hints={ValueError: GRAPH_RULES_HINT},
     call=_cse_in_the_pipeline,
@@ -580,6 +582,7 @@ FOLD = Exercise(
          "all known, and that is not returned (returned_storages), is computed with torch.no_grad() and replaced "
          "by graph.constant(value) (graph.replace)",
     forbidden=("torch.fx.experimental.const_fold.split_const_subgraphs",
+               "tensorcraft.compiler.passes.constant_folding.fold_constants.library",
                "tensorcraft.compiler.passes.constant_folding.fold_constants"),
     extra_hints={
         ValueError: GRAPH_RULES_HINT + "; graph.param_value raises outside a frozen graph: with gradients, "
@@ -694,7 +697,8 @@ FOLD_CONV_BN = Exercise(
          "(bias - running_mean) * scale + beta",
     forbidden=("torch.nn.utils.fusion.fuse_conv_bn_weights", "torch.nn.utils.fuse_conv_bn_weights",
                "torch.nn.utils.fusion.fuse_conv_bn_eval", "torch.nn.utils.fuse_conv_bn_eval",
-               "torch.fx.experimental.optimization.fuse"),
+               "torch.fx.experimental.optimization.fuse",
+               "tensorcraft.compiler.passes.conv_bn.fold_conv_bn.library"),  # the library's own, under any name
     extra_hints={RuntimeError: "a shape does not broadcast: the scale has one number per output channel "
                                "(weight's first axis); reshape it to (out, 1, 1, 1) to scale the weight"},
     call=_fold_conv_bn_in_the_pipeline,

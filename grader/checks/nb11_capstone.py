@@ -36,6 +36,8 @@ FORBIDDEN_ATTENTION = (
     "torch.nn.MultiheadAttention", "torch.nn.TransformerEncoderLayer", "torch.nn.TransformerDecoderLayer",
     "torch.einsum",
 )
+# the same by any route (torch.ops.aten.einsum, a reference kept in a dict); tc.einsum's own bmm stays allowed
+FORBIDDEN_ATTENTION_OPS = ("einsum", "scaled_dot_product_attention", "multi_head_attention_forward")
 # the library's stand-in block, which the notebook runs where the learner's is not written yet
 FORBIDDEN_BLOCK = FORBIDDEN_ATTENTION + ("tensorcraft.compiler.examples.TransformerBlock",)
 # the stage's `.library` first: once the stage itself is a tripwire, its attribute is out of reach
@@ -138,6 +140,8 @@ ATTENTION = Exercise(
          "size of one head); with causal=True fill the scores of keys after the query (key index > query index) "
          "with -inf; softmax over the keys (the last axis); 'bhqk,bhke->bhqe'; then 'b h t e -> b t (h e)'",
     forbidden=FORBIDDEN_ATTENTION,
+    forbidden_ops=FORBIDDEN_ATTENTION_OPS,
+    numpy_allowed=False,
     extra_hints={
         NotWrittenWithEinsum: "write the two products (scores, and the weighted sum of values) with tc.einsum, "
                               "the einsum you rebuilt in notebooks 01-04: torch.matmul or @ compute them, but this "
@@ -266,6 +270,8 @@ BLOCK = Exercise(
          "qkv(ln1(x)).chunk(3, dim=-1) in that order; then x = x + fc2(gelu(fc1(ln2(x)))) with the exact "
          "(erf) GELU, F.gelu's default. check_attention must pass first: the block calls your attention",
     forbidden=FORBIDDEN_BLOCK,
+    forbidden_ops=FORBIDDEN_ATTENTION_OPS,
+    numpy_allowed=False,
     extra_hints={
         ValueError: "Block(d, heads) must hold exactly ln1, qkv, proj, ln2, fc1, fc2: nn.LayerNorm(d), "
                     "nn.Linear(d, 3 * d), nn.Linear(d, d), nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.Linear(4 * d, d)",

@@ -8,7 +8,8 @@ the originals come back afterwards, even when the learner's code raises.
 Replacing a name cannot catch a function captured before the check ran (``from torch import
 outer``, ``op=torch.outer`` as a default, a closure): :func:`captured_forbidden` finds those by
 following the names the learner's code refers to. ``Exercise`` also turns its own reference into a
-tripwire while the learner's code runs.
+tripwire while the learner's code runs. A swappable stage's own function, listed by its ``.library``
+path, is out of reach under any name: its code itself refuses every caller but the pipeline's stage.
 
 What is not listed stays callable: another library's equivalent (``numpy.outer``), an internal
 alias (``torch._C._VariableFunctions.outer``), or a different operation that computes the same
@@ -20,7 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import sys
 import types
+import warnings
 from typing import Any, Callable, Iterator
 
 
@@ -60,18 +63,62 @@ def tripwire(path: str, exercise: str) -> Any:
     return forbidden
 
 
+def _guard_code(handler: Callable[[tuple, dict], Any]) -> types.CodeType:
+    """The code of ``def guarded(*args, **kwargs): return handler(args, kwargs)``, with ``handler`` held
+    as a constant of the code itself, so that it can replace the code of any function without a closure."""
+    placeholder = "grader: the handler goes here"
+    source = f"def guarded(*args, **kwargs):\n    return {placeholder!r}(args, kwargs)\n"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)  # "'str' object is not callable": replaced below
+        code = next(c for c in compile(source, "<grader tripwire>", "exec").co_consts if isinstance(c, types.CodeType))
+    return code.replace(co_consts=tuple(handler if c == placeholder else c for c in code.co_consts))
+
+
+@contextlib.contextmanager
+def _stage_out_of_reach(stage: Any, path: str, exercise: str) -> Iterator[None]:
+    """The library's own function of a swappable stage (``stage.library``) runs only when the pipeline's
+    stage calls it (no substitute in force), never when the learner's code does, however it was reached:
+    a reference kept in a dict, the stage registry, a closure. Its code is swapped for a guard for the
+    duration of the block."""
+    fn = stage.library
+    if not isinstance(fn, types.FunctionType) or fn.__closure__:
+        yield
+        return
+    key, original, pipeline = stage.stage_name, fn.__code__, stage.__code__  # every stage shares one wrapper
+    twin = types.FunctionType(original, fn.__globals__, fn.__name__, fn.__defaults__)
+    twin.__kwdefaults__ = fn.__kwdefaults__
+
+    def handler(args: tuple, kwargs: dict) -> Any:
+        if sys._getframe(2).f_code is not pipeline:  # 0: this handler, 1: the guard, 2: its caller
+            raise ForbiddenCallError(
+                f"your code called the library's own {key} ({path}, reached under a name of its own), which "
+                f"the exercise '{exercise}' asks you to write; write it with the operations the exercise names")
+        return twin(*args, **kwargs)
+
+    fn.__code__ = _guard_code(handler)
+    try:
+        yield
+    finally:
+        fn.__code__ = original
+
+
 @contextlib.contextmanager
 def tripwires(paths: tuple[str, ...] | list[str], exercise: str = "this exercise") -> Iterator[None]:
-    """Replace every function in ``paths`` by a tripwire for the duration of the block."""
+    """Replace every function in ``paths`` by a tripwire for the duration of the block. A path to a
+    stage's ``.library`` also puts the library's function itself out of reach (``_stage_out_of_reach``)."""
     saved: list[tuple[Any, str, Any, bool]] = []
+    guards = contextlib.ExitStack()
     try:
         for path in paths:
             owner, name = _resolve(path)
+            if name == "library" and hasattr(owner, "stage_name"):
+                guards.enter_context(_stage_out_of_reach(owner, path, exercise))
             had_own = name in vars(owner)
             saved.append((owner, name, vars(owner).get(name), had_own))
             setattr(owner, name, tripwire(path, exercise))
         yield
     finally:
+        guards.close()
         for owner, name, original, had_own in reversed(saved):
             if had_own:
                 setattr(owner, name, original)

@@ -1,6 +1,7 @@
 """Known-wrong answers to notebook 01's exercises (reading and writing einsum), each with its hint."""
 import math
 
+import numpy as np
 import torch
 
 from . import mutant
@@ -126,6 +127,21 @@ def output_shape_ignores_case(equation, *shapes):
     return tuple(_sizes(equation.lower(), shapes)[c] for c in equation.lower().replace(" ", "").split("->")[1])
 
 
+@mutant("nb01_einsum_notation.output_shape", hint="torch.ops.aten.einsum is torch.einsum under another name, "
+        "and the check watches the operation, not the name: read each letter's size from the shapes instead")
+def output_shape_by_aten_einsum(equation, *shapes):
+    return tuple(torch.ops.aten.einsum(equation, [torch.zeros(s) for s in shapes]).shape)
+
+
+_KEPT = {"einsum": np.einsum}  # kept before the check ran, under a name of its own
+
+
+@mutant("nb01_einsum_notation.output_shape", hint="numpy.einsum is forbidden under any name, even kept in a dict: "
+        "read each letter's size from the shapes instead")
+def output_shape_by_kept_numpy_einsum(equation, *shapes):
+    return tuple(int(n) for n in _KEPT["einsum"](equation, *[np.zeros(s) for s in shapes]).shape)
+
+
 # ---------------------------------------------------------------- attention
 
 
@@ -189,3 +205,28 @@ def attention_with_bmm(q, k, v):
 def attention_by_broadcasting(q, k, v):
     scores = (q[..., :, None, :] * k[..., None, :, :]).sum(-1) / math.sqrt(q.shape[-1])
     return torch.einsum("bhqk,bhkd->bhqd", torch.softmax(scores, dim=-1), v)
+
+
+_SDPA = {"attention": torch.nn.functional.scaled_dot_product_attention}  # kept before the check ran
+
+
+@mutant("nb01_einsum_notation.attention", hint="scaled_dot_product_attention is forbidden under any name, even "
+        "kept in a dict: the check watches the operation; write the two products with einsum")
+def attention_by_kept_reference(q, k, v):
+    return _SDPA["attention"](q, k, v)
+
+
+@mutant("nb01_einsum_notation.attention", hint="torch.ops.aten.matmul is @ under another name: write the second "
+        "product with einsum too, 'bhqk,bhkd->bhqd'")
+def attention_by_aten_matmul(q, k, v):
+    scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.shape[-1])
+    torch.einsum("bhqk->bhqk", scores)
+    return torch.ops.aten.matmul(torch.softmax(scores, dim=-1), v)
+
+
+@mutant("nb01_einsum_notation.attention", hint="numpy is not allowed in this exercise: use torch.einsum or "
+        "tc.einsum on the tensors themselves, not numpy.einsum on .numpy() copies")
+def attention_through_numpy(q, k, v):
+    scores = np.einsum("bhqd,bhkd->bhqk", q.numpy(), k.numpy()) / math.sqrt(q.shape[-1])
+    weights = torch.softmax(torch.from_numpy(scores), dim=-1)
+    return torch.from_numpy(np.einsum("bhqk,bhkd->bhqd", weights.numpy(), v.numpy()))

@@ -1,6 +1,10 @@
 """Known-wrong answers to notebook 02's exercises (how einsum reads an equation), each with its hint."""
 from collections import Counter
 
+import torch
+
+from tensorcraft import stages
+
 from . import mutant
 
 ELLIPSIS = "..."
@@ -322,3 +326,49 @@ def validate_unicode_letters(equation, ndims):
 def validate_output_characters_unchecked(equation, ndims):
     lhs, arrow, rhs = equation.partition("->")
     _validate(lhs + arrow + "".join(c for c in rhs if c.isascii() and c.isalpha() or c in " ."), ndims)
+
+
+# ---------------------------------------------------------------- routes around the rule
+
+
+def _zeros(ndims):
+    return [torch.zeros((2,) * n) for n in ndims]
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="torch.ops.aten.einsum is torch.einsum under another name, and the "
+        "check watches the operation, not the name: count the letters with collections.Counter and sort them")
+def infer_output_by_aten_einsum(inputs):
+    letters = sorted(set(inputs) - set(",."))
+    size = {c: 2 + n for n, c in enumerate(letters)}
+    terms = inputs.split(",")
+    operands = [torch.zeros([size[c] for c in t if c.isalpha()] + [1] * (t.count(".") // 3)) for t in terms]
+    shape = torch.ops.aten.einsum(inputs, operands).shape
+    by_size = {n: c for c, n in size.items()}
+    return "..." * ("..." in inputs) + "".join(by_size[n] for n in shape if n in by_size)
+
+
+@mutant("nb02_einsum_parsing.validate_equation", hint="asking torch whether it accepts the equation is not a "
+        "validator, under any name (torch.ops.aten.einsum too): check the rules of the statement yourself")
+def validate_by_asking_aten_einsum(equation, ndims):
+    try:
+        torch.ops.aten.einsum(equation, _zeros(ndims))
+    except RuntimeError as error:
+        raise ValueError(str(error)) from None
+
+
+@mutant("nb02_einsum_parsing.label_sizes", hint="torch.ops.aten.einsum is torch.einsum under another name, and the "
+        "check watches the operation: read each letter's size from the shapes, as the statement says")
+def label_sizes_by_aten_einsum(equation, *shapes):
+    inputs = equation.split("->")[0].replace(" ", "")
+    operands = [torch.zeros(s) for s in shapes]
+    try:
+        return {c: torch.ops.aten.einsum(f"{inputs}->{c}", operands).shape[0]
+                for c in sorted({c for c in inputs if c.isalpha()})}
+    except RuntimeError as error:
+        raise ValueError(str(error)) from None
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="the library's own infer_output is forbidden under any name, even "
+        "reached through tensorcraft's registry of stages: write the rule yourself")
+def infer_output_from_the_stage_registry(inputs):
+    return stages._LIBRARY["infer_output"](inputs)

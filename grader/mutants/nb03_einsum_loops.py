@@ -2,6 +2,7 @@
 import itertools
 import math
 
+import numpy as np
 import torch
 
 from . import mutant
@@ -143,6 +144,18 @@ def einsum_accumulator_not_reset(equation, *operands):
     return out
 
 
+@mutant(E, hint="torch.ops.aten.einsum is torch.einsum under another name, and the check watches the operation: "
+        "compute the result with loops over every label")
+def loops_by_aten_einsum(equation, *operands):
+    return torch.ops.aten.einsum(equation, list(operands))
+
+
+@mutant(E, hint="numpy is not allowed in this exercise: loop over the tensors themselves, not numpy.einsum "
+        "on .numpy() copies")
+def loops_through_numpy(equation, *operands):
+    return torch.from_numpy(np.einsum(equation, *[op.numpy() for op in operands]))
+
+
 # ---------------------------------------------------------------- exercise 2: loop_code
 
 
@@ -225,6 +238,14 @@ def code_size_by_max(equation, *shapes):
     return _source(equation, shapes)  # the helpers take each label's largest size
 
 
+@mutant(C, hint="the check watches the operations the generated code runs, not only the names it writes: "
+        "getattr(torch, 'ein' + 'sum') is torch.einsum all the same; compute with loops")
+def code_hides_einsum_name(equation, *shapes):
+    args = ", ".join(f"op{n}" for n in range(len(shapes)))
+    hidden = f"    return getattr(torch, 'ein' + 'sum')({equation!r}, {args})"  # loops written, result from einsum
+    return _source(equation, shapes).replace("    return out", hidden)
+
+
 # ---------------------------------------------------------------- exercise 3: count_iterations
 
 
@@ -281,3 +302,10 @@ def count_first_operand_and_output(equation, *shapes):
 @mutant(N, hint="count the iterations of the innermost statement, not the multiplications in it")
 def count_multiplications(equation, *shapes):
     return math.prod(_label_sizes(equation, shapes).values()) * max(len(shapes) - 1, 1)
+
+
+@mutant(N, hint="torch.ops.aten.einsum is torch.einsum under another name, and the check watches the operation: "
+        "multiply the sizes of the labels with math.prod")
+def count_by_aten_einsum(equation, *shapes):
+    inputs = equation.split("->")[0]
+    return int(torch.ops.aten.einsum(inputs + "->", [torch.ones(s, dtype=torch.int64) for s in shapes]))

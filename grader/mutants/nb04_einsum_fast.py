@@ -3,6 +3,8 @@ the hint its author needs."""
 import itertools
 import math
 
+import numpy as np
+import opt_einsum
 import torch
 
 from . import mutant
@@ -129,6 +131,24 @@ def _walk(inputs, output, path):
         result = touched & set(output).union(*rest)
         yield touched, result, len(step)
         current = rest + [result]
+
+
+@mutant("nb04_einsum_fast.contract_pair", hint="torch.ops.aten.tensordot is torch.tensordot under another name, and "
+        "the check watches the operation: permute, reshape and make one torch.bmm yourself")
+def contract_by_aten_tensordot(a, a_labels, b, b_labels, out_labels):
+    shared = [c for c in a_labels if c in b_labels and c not in out_labels]
+    product = torch.ops.aten.tensordot(a, b, [a_labels.index(c) for c in shared], [b_labels.index(c) for c in shared])
+    torch.bmm(torch.ones(1, 1, 1), torch.ones(1, 1, 1))  # the one matrix product the check counts
+    kept = [c for c in a_labels if c not in shared] + [c for c in b_labels if c not in shared]
+    return product.permute([kept.index(c) for c in out_labels])
+
+
+@mutant("nb04_einsum_fast.contract_pair", hint="numpy is not allowed in this exercise: one torch.bmm on the "
+        "permuted and reshaped tensors, not numpy.einsum on .numpy() copies")
+def contract_through_numpy(a, a_labels, b, b_labels, out_labels):
+    torch.bmm(torch.ones(1, 1, 1), torch.ones(1, 1, 1))
+    equation = "".join(a_labels) + "," + "".join(b_labels) + "->" + "".join(out_labels)
+    return torch.from_numpy(np.einsum(equation, a.numpy(), b.numpy()))
 
 
 @mutant("nb04_einsum_fast.path_flops", hint="opt_einsum counts an addition too: a step that sums a label "
@@ -300,3 +320,21 @@ def greedy_left_to_right(inputs, output, sizes):
         "size(b), not by size(result) alone: contracting two large inputs into a small result frees the most")
 def greedy_smallest_result(inputs, output, sizes):
     return _greedy(inputs, output, sizes, lambda r, a, b: r)
+
+
+_KEPT = {"contract_path": opt_einsum.contract_path,  # kept before the check ran, under names of their own
+         "greedy": opt_einsum.paths.greedy}
+
+
+@mutant("nb04_einsum_fast.greedy_path", hint="opt_einsum's greedy search is forbidden under any name, even kept in "
+        "a dict: the check trips on the steps it takes; write the rule of the statement yourself")
+def greedy_by_kept_opt_einsum(inputs, output, sizes):
+    return _KEPT["greedy"]([set(t) for t in inputs], set(output), dict(sizes))
+
+
+@mutant("nb04_einsum_fast.path_flops", hint="opt_einsum.contract_path is forbidden under any name, even kept in "
+        "a dict (it counts with opt_einsum.helpers.flop_count, which is forbidden too): count the FLOPs yourself")
+def path_flops_by_kept_contract_path(inputs, output, sizes, path):
+    equation = ",".join("".join(sorted(t)) for t in inputs) + "->" + "".join(sorted(output))
+    shapes = [tuple(sizes[c] for c in sorted(t)) for t in inputs]
+    return int(_KEPT["contract_path"](equation, *shapes, shapes=True, optimize=list(path))[1].opt_cost)

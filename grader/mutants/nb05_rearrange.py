@@ -6,7 +6,11 @@ from a right answer in exactly the way its hint names.
 from __future__ import annotations
 
 import math
+import types
 
+import einops
+import numpy as np
+import torch
 from einops import EinopsError
 
 from tensorcraft.einops import pattern as _pattern_module
@@ -16,8 +20,11 @@ from tensorcraft.einops.recipe import Plan
 
 from . import mutant
 
-# the library's own parser, undecorated: the rearrange mutants need a correct parse to get their mistake right
-_library_parse = _pattern_module.parse_expression.library
+# the library's own parser, under a function object of its own: the rearrange mutants need a correct parse
+# to get their mistake right, and the library's function itself is out of reach while a check runs
+_library = _pattern_module.parse_expression.library
+_library_parse = types.FunctionType(_library.__code__, _library.__globals__, "_library_parse", _library.__defaults__)
+_library_parse.__kwdefaults__ = _library.__kwdefaults__
 
 # ---------------------------------------------------------------- parse_expression
 
@@ -321,3 +328,18 @@ def rearrange_ellipsis_at_group_end(x, pattern, **axes_lengths):
         "stands for no dimension: '(...)' then has length 1 (the product of no lengths), like '()'")
 def rearrange_drops_empty_ellipsis_group(x, pattern, **axes_lengths):
     return _rearrange(x, pattern, axes_lengths, drop_empty_ellipsis_group=True)
+
+
+_KEPT = {"rearrange": einops.rearrange}  # kept before the check ran, under a name of its own
+
+
+@mutant("nb05_rearrange.rearrange", hint="einops is forbidden under any name, even kept in a dict: the check "
+        "trips on einops' own steps; reshape, permute and reshape yourself")
+def rearrange_by_kept_einops(x, pattern, **axes_lengths):
+    return _KEPT["rearrange"](x, pattern, **axes_lengths)
+
+
+@mutant("nb05_rearrange.rearrange", hint="numpy is not allowed in this exercise: a round trip through .numpy() "
+        "loses autograd and the device; reshape and permute the tensor itself")
+def rearrange_through_numpy(x, pattern, **axes_lengths):
+    return torch.from_numpy(np.ascontiguousarray(_KEPT["rearrange"](x.detach().numpy(), pattern, **axes_lengths)))

@@ -6,8 +6,10 @@ pattern helpers the notebook gives (copied here), plus one mistake each.
 import re
 
 import einops.layers.torch as layers
+import numpy as np
 import torch
 
+from tensorcraft import stages
 from tensorcraft.einops import EinopsError, rearrange
 
 from . import mutant
@@ -222,3 +224,35 @@ def head_global_mean_by_hand(channels, hidden, classes):
     head = _head(channels, hidden, classes)
     head[3] = _GlobalMean()
     return head
+
+
+@mutant(REDUCE, hint="numpy is not allowed in this exercise: reduce the last axis of the tensor itself "
+        "(.sum(dim=-1), .amax(dim=-1)...), not a .numpy() copy")
+def reduce_through_numpy(x, pattern, reduction, **axes_lengths):
+    numpy_reducer = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod}[reduction]
+    return _reduce(x, pattern, reduction, axes_lengths,
+                   reducer=lambda y, dim: torch.from_numpy(np.asarray(numpy_reducer(y.numpy(), axis=dim))))
+
+
+@mutant(REPEAT, hint="numpy is not allowed in this exercise: the expanded tensor is the answer as it is, "
+        "no copy through .numpy() is needed")
+def repeat_through_numpy(x, pattern, **axes_lengths):
+    return torch.from_numpy(np.ascontiguousarray(_repeat(x, pattern, axes_lengths).numpy()))
+
+
+class _AtenMaxPool(torch.nn.Module):
+    def forward(self, x):
+        return torch.ops.aten.max_pool2d(x, [2, 2])
+
+
+@mutant(MAKE_HEAD, hint="torch.ops.aten.max_pool2d is torch's pooling under another name, and the check watches "
+        "the operation: pool with Reduce('b c (h 2) (w 2) -> b c h w', 'max')")
+def head_pools_with_aten(channels, hidden, classes):
+    head = _head(channels, hidden, classes, pool="b c h w -> b c h w")
+    return torch.nn.Sequential(_AtenMaxPool(), *head)
+
+
+@mutant(REPEAT, hint="tensorcraft's own repeat is forbidden under any name, even reached through the registry of "
+        "stages: build the result with rearrange and expand yourself")
+def repeat_from_the_stage_registry(x, pattern, **axes_lengths):
+    return stages._LIBRARY["repeat"](x, pattern, **axes_lengths)

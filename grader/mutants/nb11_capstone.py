@@ -40,6 +40,28 @@ def _attention(q, k, v, heads, causal, *, split="b t (h e) -> b h t e", merge="b
     return tc.rearrange(tc.einsum("bhqk,bhke->bhqe", weights, v), merge, h=heads)
 
 
+_SDPA = {"attention": F.scaled_dot_product_attention}  # kept before the check ran, under a name of its own
+
+
+@mutant(ATTENTION, hint="scaled_dot_product_attention is forbidden under any name, even kept in a dict: the check "
+        "watches the operation; write the two products with tc.einsum")
+def attention_by_kept_reference(q, k, v, heads, causal=False):
+    q, k, v = (tc.rearrange(z, "b t (h e) -> b h t e", h=heads) for z in (q, k, v))
+    tc.einsum("bhqe->bhqe", q)
+    return tc.rearrange(_SDPA["attention"](q, k, v, is_causal=causal), "b h t e -> b t (h e)")
+
+
+@mutant(ATTENTION, hint="torch.ops.aten.einsum is torch.einsum under another name, and the check watches the "
+        "operation: write both products with tc.einsum, the einsum you rebuilt")
+def attention_by_aten_einsum(q, k, v, heads, causal=False):
+    q, k, v = (tc.rearrange(z, "b t (h e) -> b h t e", h=heads) for z in (q, k, v))
+    scores = tc.einsum("bhqe,bhke->bhqk", q, k) * q.shape[-1] ** -0.5
+    if causal:
+        scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+    out = torch.ops.aten.einsum("bhqk,bhke->bhqe", [scores.softmax(dim=-1), v])
+    return tc.rearrange(out, "b h t e -> b t (h e)")
+
+
 @mutant(ATTENTION, hint="scale by one over the square root of the size of ONE head, e = d // heads, not of the "
         "whole model width d: the scores are sums over the e features of a head")
 def attention_scaled_by_model_width(q, k, v, heads, causal=False):

@@ -5,6 +5,7 @@ import torch
 
 import tensorcraft as tc
 from tensorcraft import stages
+from library_copies import copy_of
 from grader.checks import nb05_rearrange as checks
 from grader.checks.report import flat
 from grader.mutants import nb05_rearrange as mutants
@@ -14,9 +15,9 @@ from tensorcraft.einops.ops import rearrange as library_rearrange
 
 
 def library_stage(name):
-    """The library's own stage, looked up when called (a stand-in for a correct answer: the checks forbid
-    holding a stage's `.library`, and the registry is the one route they cannot see)."""
-    return lambda *args, **kwargs: stages._LIBRARY[name](*args, **kwargs)
+    """The library's own stage under a function object of its own (a stand-in for a correct answer: the
+    library's function itself is out of reach while a check runs, under any name)."""
+    return copy_of(stages._LIBRARY[name])
 
 
 def correct_rearrange(x, pattern, **axes_lengths):

@@ -8,7 +8,7 @@ from grader import integrity
 from grader.checks import compare, exercise
 from grader.checks.nb00_welcome import NORMALIZE_ROWS, OUTER
 from grader.checks.ops import forbidden_ops
-from grader.checks.tripwire import ForbiddenCallError
+from grader.checks.tripwire import ForbiddenCallError, tripwires
 
 _KEPT = {"outer": torch.outer}
 
@@ -93,3 +93,30 @@ def test_torchs_own_rewrap_of_manual_seed_is_no_change_but_a_learners_is(monkeyp
     fake.__wrapped__ = original                                  # a forged __wrapped__ is not believed
     monkeypatch.setattr(torch, "manual_seed", fake)
     assert integrity.changes() == ["torch.manual_seed"]
+
+
+def test_the_library_stage_is_out_of_reach_under_any_name_while_the_pipeline_still_runs_it():
+    """A stage's own function (``stage.library``), kept in a dict, found in the stage registry or in the
+    stage's closure, fails while the check runs; the pipeline's own call to it (no substitute) runs."""
+    import tensorcraft
+    from tensorcraft import stages
+    from tensorcraft.einstein import loops
+    from grader.checks.nb03_einsum_loops import COUNT_ITERATIONS
+
+    stage = loops.count_iterations
+    original_code = stage.library.__code__
+    kept = {"count": stage.library}
+    cell = next(n for n, c in enumerate(stage.__closure__) if c.cell_contents is stage.library)
+    routes = {"kept in a dict": lambda e, *s: kept["count"](e, *s),
+              "the stage registry": lambda e, *s: stages._LIBRARY["count_iterations"](e, *s),
+              "the stage's closure": lambda e, *s: stage.__closure__[cell].cell_contents(e, *s)}
+    for route, fn in routes.items():
+        report = COUNT_ITERATIONS.run(fn, cuda_available=False)
+        assert report.failed and "the library's own count_iterations" in report.failed[0].detail, route
+    a, b = torch.ones(2, 3), torch.ones(3, 4)
+    with tripwires(("tensorcraft.einstein.loops.count_iterations.library",), "probe"):
+        assert torch.equal(loops.einsum_by_definition("ij,jk->ik", a, b), a @ b)  # the pipeline's own call
+        with tensorcraft.substitute(count_iterations=lambda e, *s: kept["count"](e, *s)):
+            with pytest.raises(ForbiddenCallError, match="count_iterations"):
+                loops.einsum_by_definition("ij,jk->ik", a, b)
+    assert stage.library.__code__ is original_code and kept["count"]("ij,jk->ik", (2, 3), (3, 4)) == 24
