@@ -1,9 +1,11 @@
-"""`python -m benchmarks grading [--learners N] [--workers W] [--unsafe] [--dask [ADDRESS]]`: grade a class, ours against nbgrader.
+"""`python -m benchmarks grading [--learners N] [--workers W] [--unsafe] [--dask [ADDRESS]] [--assignment A]`: grade a class, ours against nbgrader.
 
 A class of N submissions of notebook 00 (half correct, a quarter with a wrong answer, a quarter
-untouched) is graded in one run, on copies of the same freshly built course:
-`python -m grader autograde` (W parallel workers, each kernel in its sandbox unless --unsafe; no
-feedback HTML, since nbgrader's autograde writes none), with ``--dask`` the same on a Dask cluster
+untouched; of another notebook with ``--assignment``: its solution, or its release untouched) is
+graded in one run, on copies of the same freshly built course:
+`python -m grader autograde` (W parallel workers, each kernel in its sandbox unless --unsafe, forked
+from the worker's fork server unless TENSORCRAFT_FORK_KERNELS=off; no feedback HTML, since
+nbgrader's autograde writes none), with ``--dask`` the same on a Dask cluster
 (a LocalCluster of W one-thread workers, or the scheduler at ADDRESS), and
 `nbgrader autograde 00_welcome --create` (sequential, its own executor). All produce the same
 scores, which is checked; the table shows wall-clock seconds, submissions per minute, per minute
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import nbformat
 
+from grader import kernel_forks
 from grader.autograde import autograde, sandboxed
 from grader.build import build
 from grader.course import NOTEBOOKS, Course, put_python_scripts_on_path
@@ -37,7 +40,10 @@ ANSWERS = {  # kind -> (outer body, normalize_rows body); None keeps the release
 }
 
 
-def _submission(kind: str) -> nbformat.NotebookNode:
+def _submission(kind: str, assignment: str, course: Course) -> nbformat.NotebookNode:
+    if assignment != ASSIGNMENT:        # no hand-written wrong answers: the solution or the release
+        return nbformat.read(course.source(assignment) if kind == "correct" else course.release(assignment),
+                             as_version=4)
     notebook = nbformat.read(NOTEBOOKS / f"{ASSIGNMENT}.ipynb", as_version=4)
     outer, rows = ANSWERS[kind]
     for cell in notebook.cells:
@@ -49,33 +55,34 @@ def _submission(kind: str) -> nbformat.NotebookNode:
     return notebook
 
 
-def write_class(folder: Path, learners: int) -> dict[str, str]:
+def write_class(folder: Path, learners: int, assignment: str = ASSIGNMENT,
+                course: Course | None = None) -> dict[str, str]:
     kinds = {}
     for number in range(learners):
         kind = "correct" if number % 2 == 0 else ("wrong" if number % 4 == 1 else "untouched")
         learner = f"learner{number:03d}"
         (folder / learner).mkdir(parents=True)
-        nbformat.write(_submission(kind), folder / learner / f"{ASSIGNMENT}.ipynb")
+        nbformat.write(_submission(kind, assignment, course), folder / learner / f"{assignment}.ipynb")
         kinds[learner] = kind
     return kinds
 
 
-def nbgrader_autograde(course: Course, submissions: Path) -> float:
+def nbgrader_autograde(course: Course, submissions: Path, assignment: str) -> float:
     """Seconds `nbgrader autograde` takes on the same class, laid out as nbgrader expects."""
     for learner_dir in sorted(submissions.iterdir()):
-        target = course.root / "submitted" / learner_dir.name / ASSIGNMENT
+        target = course.root / "submitted" / learner_dir.name / assignment
         target.mkdir(parents=True)
-        shutil.copyfile(learner_dir / f"{ASSIGNMENT}.ipynb", target / f"{ASSIGNMENT}.ipynb")
+        shutil.copyfile(learner_dir / f"{assignment}.ipynb", target / f"{assignment}.ipynb")
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--create", "--log-level=ERROR"],
+    subprocess.run([sys.executable, "-m", "nbgrader", "autograde", assignment, "--create", "--log-level=ERROR"],
                    cwd=course.root, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - started
 
 
-def _totals(course: Course, learners: list[str]) -> dict[str, float]:
+def _totals(course: Course, learners: list[str], assignment: str) -> dict[str, float]:
     from nbgrader.api import Gradebook
     with Gradebook(course.db_url) as gradebook:
-        return {l: gradebook.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, l).score for l in learners}
+        return {l: gradebook.find_submission_notebook(assignment, assignment, l).score for l in learners}
 
 
 def _dask_pool(address: str | None, workers: int, course: Course, stack: contextlib.ExitStack):
@@ -96,6 +103,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--unsafe", action="store_true", help="our runs without the sandbox (for comparison)")
     parser.add_argument("--dask", nargs="?", const=LOCAL_CLUSTER, metavar="ADDRESS",
                         help="also grade on a Dask cluster: a local one of --workers workers, or ADDRESS")
+    parser.add_argument("--assignment", default=ASSIGNMENT, choices=sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")),
+                        help="the notebook the class hands in (default: %(default)s)")
     args = parser.parse_args(argv)
     put_python_scripts_on_path()
     isolation = "unsafe" if args.unsafe else "sandbox"
@@ -104,8 +113,8 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="tensorcraft-bench-") as folder, contextlib.ExitStack() as stack:
         root = Path(folder)
         built = Course(root / "built")
-        build(built, notebooks=root / "notebooks", only=[ASSIGNMENT])
-        kinds = write_class(root / "submissions", args.learners)
+        build(built, notebooks=root / "notebooks", only=[args.assignment])
+        kinds = write_class(root / "submissions", args.learners, args.assignment, built)
         learners = sorted(kinds)
         ours = [("python -m grader autograde", None)] + ([("  the same on Dask", args.dask)] if args.dask else [])
         for index, (name, address) in enumerate(ours):
@@ -116,15 +125,16 @@ def main(argv: list[str]) -> int:
             started = time.perf_counter()
             summary = autograde(root / "submissions", course, workers=args.workers, feedback=False, progress=False,
                                 isolation=isolation, pool=pool)
-            runs.append((name, cores, time.perf_counter() - started, _totals(course, learners)))
+            runs.append((name, cores, time.perf_counter() - started, _totals(course, learners, args.assignment)))
             if summary.errors:
                 print(f"{name}: {len(summary.errors)} errors: {summary.errors[:3]}")
         theirs = Course(root / "nbgrader")
         shutil.copytree(built.root, theirs.root)
-        their_seconds = nbgrader_autograde(theirs, root / "submissions")
-        runs.append(("nbgrader autograde", 1, their_seconds, _totals(theirs, learners)))
-    print(f"{args.learners} submissions of {ASSIGNMENT} on {os.cpu_count()} cores "
-          f"({'sandboxed' if confined else 'no sandbox'}, {args.workers} workers)")
+        their_seconds = nbgrader_autograde(theirs, root / "submissions", args.assignment)
+        runs.append(("nbgrader autograde", 1, their_seconds, _totals(theirs, learners, args.assignment)))
+    kernels = "kernels forked from a warm server" if confined and kernel_forks.enabled() else "a new kernel each"
+    print(f"{args.learners} submissions of {args.assignment} on {os.cpu_count()} cores "
+          f"({'sandboxed' if confined else 'no sandbox'}, {kernels}, {args.workers} workers)")
     print(f"{'grader':<30} {'cores':>5} {'seconds':>8} {'per minute':>11} {'per min/core':>12} {'x nbgrader':>11}")
     for name, cores, seconds, _ in runs:
         rate = 60 * args.learners / seconds

@@ -24,7 +24,7 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 
-from . import pipeline
+from . import kernel_forks, pipeline
 
 from .integrity_watch import IntegrityWatch, check_module
 from .kernel_cache import seed
@@ -48,19 +48,20 @@ class GuardedExecute(Execute):
 
     lost: str | None = None         # why the kernel was given up, once it was
 
-    def __init__(self, sandbox: Sandbox | None = None, assignment: str | None = None, **kwargs):
+    def __init__(self, sandbox: Sandbox | None = None, assignment: str | None = None, fork: bool = False, **kwargs):
         kwargs.setdefault("shutdown_kernel", "immediate")  # a hung kernel is killed, not waited for
         # The kernel's start-up warnings (plain-TCP transport) would repeat once per learner.
         kwargs.setdefault("extra_arguments", ["--IPKernelApp.log_level=ERROR"])
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         super().__init__(**kwargs)
         self.sandbox = sandbox      # where the kernel runs confined; None: with our own rights
+        self.fork = fork            # forked from the sandbox's fork server (kernel_forks), not started anew
         self.assignment = assignment  # when given, its grading code is verified after every cell
         self.integrity: IntegrityWatch | None = None
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
-        km.sandbox = self.sandbox
+        km.sandbox, km.fork = self.sandbox, self.fork
         return km
 
     def preprocess(self, nb, resources=None, km=None):
@@ -122,16 +123,17 @@ def execute_submission(submitted: Path, autograded_dir: Path, db_url: str, learn
     see the ``hidden`` paths, and starts with a copy of ``kernel_cache`` (``kernel_cache.warm_cache``)."""
     if not sandboxed:
         return _execute(submitted, autograded_dir, db_url, learner, assignment, timeout, config_file, None)
+    if kernel_forks.enabled():      # a kernel forked from this worker's warm fork server, in its sandbox
+        with kernel_forks.sandbox_for_a_learner(list(hidden), claim_uid()) as sandbox:
+            _fill(sandbox, submitted, kernel_cache)
+            return _execute(submitted, autograded_dir, db_url, learner, assignment, timeout, config_file, sandbox,
+                            fork=True)
     folder = Path(tempfile.mkdtemp(prefix="tensorcraft-sandbox-"))
     folder.chmod(0o711)     # the sandbox's uid may pass through to its scratch folder, not list it
     try:
         sandbox = Sandbox(folder / "scratch", hidden=list(hidden), uid=claim_uid())
         sandbox.end()                     # nothing left under this uid by a grader that was killed
-        sandbox.prepare()
-        seed(kernel_cache, sandbox)
-        own_copy = sandbox.scratch / submitted.name       # the learner's own copy, read-only
-        shutil.copyfile(submitted, own_copy)
-        own_copy.chmod(0o444)
+        _fill(sandbox, submitted, kernel_cache)
         try:
             return _execute(submitted, autograded_dir, db_url, learner, assignment, timeout, config_file, sandbox)
         finally:
@@ -140,8 +142,17 @@ def execute_submission(submitted: Path, autograded_dir: Path, db_url: str, learn
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _fill(sandbox: Sandbox, submitted: Path, kernel_cache: Path | None) -> None:
+    """Make the scratch folder, with the kept compiled kernels and the learner's own copy (read-only)."""
+    sandbox.prepare()
+    seed(kernel_cache, sandbox)
+    own_copy = sandbox.scratch / submitted.name
+    shutil.copyfile(submitted, own_copy)
+    own_copy.chmod(0o444)
+
+
 def _execute(submitted: Path, autograded_dir: Path, db_url: str, learner: str, assignment: str,
-             timeout: int | None, config_file: Path | None, sandbox: Sandbox | None) -> Executed:
+             timeout: int | None, config_file: Path | None, sandbox: Sandbox | None, fork: bool = False) -> Executed:
     try:
         notebook = nbformat.read(submitted, as_version=4)
     except Exception as error:  # not a notebook at all: reported, the batch goes on
@@ -153,7 +164,7 @@ def _execute(submitted: Path, autograded_dir: Path, db_url: str, learner: str, a
     autograded_dir.mkdir(parents=True, exist_ok=True)
     try:
         chains = pipeline.build_chains(pipeline.course_config(config_file), GuardedExecute,
-                                       sandbox=sandbox, assignment=assignment,
+                                       sandbox=sandbox, assignment=assignment, fork=fork,
                                        **({"timeout": timeout} if timeout is not None else {}))
         notebook, resources = pipeline.run(chains.sanitize, notebook, resources)
         previous = os.environ.get("NBGRADER_EXECUTION")

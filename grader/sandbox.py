@@ -26,6 +26,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 FIRST_UID, UIDS = 61000, 1000          # sandbox uids (root only), one claimed per worker process
 PROBE_UID = FIRST_UID - 1               # the uid of the one-off probe in unavailable()
@@ -67,14 +68,8 @@ class Sandbox:
         """Kill whatever still runs under the sandbox's uid, and wait until it is gone: a notebook's
         children die with its PID namespace, but not at once, and the next kernel of this worker
         must not find its process cap already spent."""
-        if self.uid is None:
-            return
-        deadline = time.monotonic() + within
-        while (pids := _pids_of(self.uid)) and time.monotonic() < deadline:
-            for pid in pids:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.05)
+        if self.uid is not None:
+            kill_until_gone(lambda: _pids_of(self.uid), within)
 
     def give(self, path: Path) -> None:
         """Make a file the parent wrote in the scratch folder (the connection file) the kernel's."""
@@ -92,13 +87,14 @@ class Sandbox:
                    TENSORCRAFT_CACHE_DIR=f"{scratch}/{CACHE}/tensorcraft", USER="learner", LOGNAME="learner")
         return env
 
-    def wrap(self, argv: list[str]) -> list[str]:
+    def wrap(self, argv: list[str], as_pid_1: bool = False) -> list[str]:
+        """``as_pid_1``: ``argv`` is the namespace's PID 1 (a fork server), with no init of bubblewrap's."""
         limits = self.limits
         processes = limits.processes if self.uid is not None else _processes_of(os.getuid()) + limits.processes
         command = ["prlimit", f"--as={limits.memory_bytes}", f"--nproc={processes}",
                    f"--fsize={limits.file_bytes}", f"--nofile={limits.open_files}", "--", "bwrap",
                    "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                   "--die-with-parent", "--clearenv"]
+                   "--die-with-parent", "--clearenv"] + (["--as-pid-1"] if as_pid_1 else [])
         if os.getuid() != 0:
             command.append("--unshare-user")     # unprivileged: bwrap's own user namespace, no capability
         for name, value in self.environment().items():
@@ -243,21 +239,50 @@ def _processes_of(uid: int) -> int:
     return len(_pids_of(uid))
 
 
-def interrupt(sandbox_pid: int) -> int:
-    """Send SIGINT to every process inside the sandbox started as ``sandbox_pid`` (the kernel and
-    what it started), not to bubblewrap's own: what Ctrl-C in a terminal does to a command. A
-    kernel's own interrupt message cannot be relied on here (it never stopped a busy cell in the
-    sandbox), and a signal to bubblewrap is not passed on. Returns how many processes it reached."""
+def kill_until_gone(find: Callable[[], list[int]], within: float) -> list[int]:
+    """SIGKILL the processes ``find()`` returns until it returns none (a fork loop is outrun) or
+    ``within`` seconds passed; returns those still there."""
+    deadline = time.monotonic() + within
+    while (pids := find()) and time.monotonic() < deadline:
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+    return find()
+
+
+def descendants(root: int) -> list[int]:
+    """Every process started by ``root``, its children's children and so on (not ``root`` itself)."""
     processes = _processes()
     children: dict[int, list[int]] = {}
     for pid, fields in processes.items():
         children.setdefault(int(fields.get("PPid", "0")), []).append(pid)
-    reached, todo = 0, list(children.get(sandbox_pid, []))
+    found, todo = [], list(children.get(root, []))
     while todo:
         pid = todo.pop()
+        found.append(pid)
         todo += children.get(pid, [])
-        if processes[pid].get("Name") != "bwrap":
-            with contextlib.suppress(OSError):
+    return found
+
+
+def ns_pid(pid: int) -> int:
+    """``pid``'s number inside its own PID namespace (1 for a sandbox's first process)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("NSpid:"):
+            return int(line.split()[-1])
+    raise ValueError(f"/proc/{pid}/status has no NSpid")
+
+
+def interrupt(sandbox_pid: int, itself: bool = False) -> int:
+    """Send SIGINT to every process inside the sandbox started as ``sandbox_pid`` (the kernel and
+    what it started), not to bubblewrap's own: what Ctrl-C in a terminal does to a command. A
+    kernel's own interrupt message cannot be relied on here (it never stopped a busy cell in the
+    sandbox), and a signal to bubblewrap is not passed on. ``itself``: ``sandbox_pid`` is the kernel
+    (one forked by a fork server), signalled too. Returns how many processes it reached."""
+    reached = 0
+    for pid in ([sandbox_pid] if itself else []) + descendants(sandbox_pid):
+        with contextlib.suppress(OSError, ValueError):
+            if Path(f"/proc/{pid}/comm").read_text().strip() != "bwrap":
                 os.kill(pid, signal.SIGINT)
                 reached += 1
     return reached

@@ -1,0 +1,352 @@
+"""Kernels forked from a warm process inside the sandbox (a fork server, or "zygote").
+
+Starting a kernel costs more than most notebooks' cells: a Python interpreter, ipykernel and
+IPython, then torch, numpy, matplotlib and nbformat, about 3 s of CPU, again for every learner.
+A fork server pays it once per worker. It runs *inside* the worker's sandbox (bubblewrap, PID 1 of
+its namespace, with the sandbox's uid, limits and environment), imports all that, and then forks
+one kernel per submission on request: the kernel starts in milliseconds with everything loaded,
+and it is confined exactly as a kernel started on its own would be.
+
+Learners who share a server one after another must not reach each other. So:
+
+- The server is never reachable from a kernel: it is not dumpable (no ptrace, no /proc/1/mem, no
+  reading its descriptors), and as PID 1 of the namespace it ignores every signal sent from inside
+  but the ones it handles, which are none. A kernel's copy of its memory is its own (copy on write).
+- Between two kernels the worker kills every process in the sandbox but the server
+  (:meth:`ForkServer.clear`: orphans are re-parented to PID 1, so none escapes the walk), empties the
+  scratch folder and refills it for the next learner; the server empties ``/tmp`` before each fork.
+- The environment (cache folders, seeds, ``NBGRADER_EXECUTION``) is the kernel's own and fixed when
+  the server starts; a sandbox with any other setting gets a server of its own (the old one ends).
+
+Where a server cannot be started (an old bubblewrap, no pidfd), kernels start one by one as before,
+and ``TENSORCRAFT_FORK_KERNELS=off`` asks for that. What still persists between two kernels of a
+server: System V IPC objects of its IPC namespace, which no grading code looks at.
+
+Run as ``python -m grader.kernel_forks``, this module is the server; the rest is the worker's side.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from multiprocessing.util import Finalize
+from pathlib import Path
+from typing import Iterator
+
+from .sandbox import Sandbox, descendants, kill_until_gone, ns_pid
+
+SWITCH = "TENSORCRAFT_FORK_KERNELS"     # "off": one sandbox per kernel, no fork server
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"    # what ipykernel sets for matplotlib
+PRELOADED = ("ipykernel.kernelapp", "ipykernel.ipkernel", "matplotlib_inline.backend_inline", "torch", "numpy",
+             "einops", "matplotlib.pyplot", "nbformat", "nbgrader.utils", "tensorcraft", "grader.checks")
+START_TIMEOUT = 120.0       # seconds for the server's imports, on a loaded machine
+REPLY_TIMEOUT = 30.0
+PR_SET_DUMPABLE = 4
+
+
+# ------------------------------------------------------------------ inside the sandbox: the server
+
+def serve() -> None:
+    """Import what kernels use, say ``ready``, then fork a kernel for each request read on stdin
+    (one JSON line: its command line) and answer with its pid. Ends when stdin closes."""
+    for name in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(name, signal.SIG_IGN)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)      # the system reaps the kernels: no zombies
+    _set_dumpable(False)
+    if sys.path and Path(sys.path[0] or ".").resolve() == Path.cwd():
+        del sys.path[0]                                 # as ipykernel_launcher does; the kernel adds "" back
+    os.environ.setdefault("MPLBACKEND", INLINE_BACKEND)
+    path = list(sys.path)
+    for module in PRELOADED:
+        with contextlib.suppress(Exception):
+            importlib.import_module(module)
+    sys.path[:] = path                      # some add to it (setuptools' vendored packages)
+    control_in, control_out = sys.stdin.buffer, sys.stdout.buffer
+    _answer(control_out, {"ready": True})
+    for line in control_in:
+        argv = json.loads(line)["argv"]
+        if argv[1:3] != ["-m", "ipykernel_launcher"]:
+            _answer(control_out, {"error": f"not a kernel command: {argv[:3]}"})
+            continue
+        with contextlib.suppress(OSError):
+            empty("/tmp", keep=Path.cwd())      # the scratch folder's parents are there
+        pid = os.fork()
+        if pid == 0:
+            _become_kernel(argv[3:])
+        _answer(control_out, {"pid": pid})
+
+
+def _answer(stream, message: dict) -> None:
+    stream.write(json.dumps(message).encode() + b"\n")
+    stream.flush()
+
+
+def _set_dumpable(dumpable: bool) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, int(dumpable), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE)")
+
+
+def empty(folder: str | Path, keep: Path | None = None) -> None:
+    """Remove everything in ``folder`` (not the folder: it may be a mount point in a sandbox), whatever
+    permissions a kernel set on what it left there, except ``keep`` (a folder somewhere inside: the
+    sandbox's scratch folder, whose parents lie in its /tmp). Raises ``OSError`` if something stays.
+    Only for a folder no process writes to any more: a symbolic link is never followed, but a link
+    made while this runs could be."""
+    _unlock(folder)
+    for entry in os.scandir(folder):
+        path = Path(entry.path)
+        if keep is not None and (path == keep or path in keep.parents):
+            if path != keep:
+                empty(path, keep)
+        elif entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    if any(keep is None or Path(e.path) not in (keep, *keep.parents) for e in os.scandir(folder)):
+        raise OSError(f"{folder} could not be emptied")
+
+
+def _unlock(folder: str | Path) -> None:
+    """Make ``folder`` and every folder under it listable and writable by us (its owner, or root)."""
+    with contextlib.suppress(OSError):
+        if os.stat(folder).st_uid == os.getuid():
+            os.chmod(folder, os.stat(folder).st_mode | 0o700)
+    for parent, folders, _ in os.walk(folder):          # top-down: unlocked before it is entered
+        for name in folders:
+            path = os.path.join(parent, name)
+            if not os.path.islink(path):
+                with contextlib.suppress(OSError):
+                    os.chmod(path, 0o700)
+
+
+def _become_kernel(arguments: list[str]) -> None:
+    """In the forked child: drop the server's channels and signal settings, then run ipykernel."""
+    code = 1
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for name in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
+            signal.signal(name, signal.SIG_DFL)
+        _set_dumpable(True)             # the kernel's own processes may inspect each other again
+        if "numpy.random" in sys.modules:
+            sys.modules["numpy"].random.seed()     # not the server's random state (Python's reseeds itself)
+        import ipykernel
+        sys.argv = [str(Path(ipykernel.__file__).parent.parent / "ipykernel_launcher.py"), *arguments]
+        from ipykernel.kernelapp import launch_new_instance
+        launch_new_instance()
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        os._exit(code)
+
+
+# ------------------------------------------------------------------ the worker's side
+
+class ForkedKernel:
+    """What jupyter_client's provisioner needs of a ``Popen``, for a kernel the server forked: it
+    is not our child, so its end is watched (and it is signalled) through a pidfd, immune to pid reuse."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+        self._pidfd = os.pidfd_open(pid)
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self._pidfd], [], [], 0)[0]:
+            self.returncode = -signal.SIGKILL       # its status went to the server, not to us
+            os.close(self._pidfd)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None and not select.select([self._pidfd], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired(f"kernel {self.pid}", timeout)
+        return self.poll()
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+
+class ForkServer:
+    """A server running in ``sandbox`` (started here; raises ``OSError`` if it does not come up)."""
+
+    def __init__(self, sandbox: Sandbox):
+        self.sandbox = sandbox
+        self.key = key(sandbox)
+        sandbox.end()                   # nothing left under its uid by a grader that was killed
+        self.process = subprocess.Popen(sandbox.wrap([sys.executable, "-m", "grader.kernel_forks"], as_pid_1=True),
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                        cwd=sandbox.scratch)
+        try:
+            if not self._reply(START_TIMEOUT).get("ready"):
+                raise OSError("the fork server did not start")
+            self.pid = next(p for p in descendants(self.process.pid) if ns_pid(p) == 1)
+        except (OSError, StopIteration, ValueError) as error:
+            self.close()
+            raise OSError(f"the fork server did not start: {error}") from error
+
+    def fork(self, argv: list[str]) -> ForkedKernel:
+        """A new kernel running ``argv`` (an ipykernel command line), forked from the server."""
+        self.process.stdin.write(json.dumps({"argv": argv}).encode() + b"\n")
+        self.process.stdin.flush()
+        reply = self._reply(REPLY_TIMEOUT)
+        if "pid" not in reply:
+            raise OSError(reply.get("error", "the fork server did not answer"))
+        inner = reply["pid"]
+        host = next((p for p in descendants(self.pid) if ns_pid(p) == inner), None)
+        if host is None:
+            raise OSError(f"the forked kernel {inner} ended before it started")
+        return ForkedKernel(host)
+
+    def clear(self, within: float = 10.0) -> None:
+        """Kill every process in the sandbox but the server (a kernel and whatever it started)."""
+        if kill_until_gone(lambda: descendants(self.pid), within):
+            raise OSError(f"processes of the last kernel outlived {within} s of SIGKILL")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.kill()
+        self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()
+        self.sandbox.end()
+
+    def _reply(self, timeout: float) -> dict:
+        line, deadline, fd = b"", time.monotonic() + timeout, self.process.stdout.fileno()
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise OSError(f"the fork server gave no answer within {timeout:.0f} s")
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise OSError("the fork server ended")
+            line += chunk
+        return json.loads(line)
+
+
+def key(sandbox: Sandbox) -> tuple:
+    """What a server's kernels inherit from it: what it sees and may write, its uid, limits and environment."""
+    return (sandbox.scratch, tuple(sandbox.hidden), tuple(sandbox.readable), sandbox.uid, sandbox.limits,
+            tuple(sorted(sandbox.environment().items())))
+
+
+class _Station(threading.local):
+    """A worker thread's fork server and the folder its sandbox's scratch lives in (a Dask worker
+    may grade in several threads: each has its own, since a server runs one kernel at a time)."""
+    server: ForkServer | None = None
+    folder: Path | None = None
+
+
+_station = _Station()
+_refused: list[str] = []                  # why a server could not be started here (then never retried)
+
+
+def enabled() -> bool:
+    return os.environ.get(SWITCH, "on").lower() not in ("off", "0", "no", "false") and hasattr(os, "pidfd_open")
+
+
+def scratch() -> Path:
+    """This thread's scratch folder for forked kernels: made once, kept for every learner after."""
+    if _station.folder is None:
+        folder = Path(tempfile.mkdtemp(prefix="tensorcraft-sandbox-"))
+        folder.chmod(0o711)     # the sandbox's uid may pass through to its scratch folder, not list it
+        _station.folder = folder
+        # multiprocessing's workers end without running atexit handlers, but with these finalizers
+        Finalize(None, shutil.rmtree, (folder,), {"ignore_errors": True}, exitpriority=1)
+    return _station.folder / "scratch"
+
+
+def server_for(sandbox: Sandbox) -> ForkServer | None:
+    """The thread's running server for ``sandbox``'s settings, started if need be; None when
+    servers are off or cannot be had here (the caller starts its kernel on its own)."""
+    current = _station.server
+    if current is not None and current.key == key(sandbox) and current.alive():
+        return current
+    stop()
+    if not enabled() or _refused:
+        return None
+    try:
+        _station.server = ForkServer(sandbox)
+    except OSError as error:
+        _refused.append(str(error))
+        print(f"tensorcraft: kernels start one by one: {error}", file=sys.stderr)
+        return None
+    Finalize(_station.server, ForkServer.close, (_station.server,), exitpriority=2)
+    return _station.server
+
+
+@contextlib.contextmanager
+def sandbox_for_a_learner(hidden: list[Path], uid: int | None) -> Iterator[Sandbox]:
+    """This thread's sandbox for forked kernels, for one learner: emptied of the learner before
+    (what its kernel left running killed, its scratch folder emptied) on entry, and again on exit."""
+    sandbox = Sandbox(scratch(), hidden=hidden, uid=uid)
+    try:
+        _reset(sandbox)
+    except OSError:                        # given up: a new folder (and server) instead
+        sandbox = Sandbox(scratch(), hidden=hidden, uid=uid)
+    try:
+        yield sandbox
+    finally:
+        with contextlib.suppress(OSError):  # given up, so the next learner gets new ones
+            _reset(sandbox)
+
+
+def _reset(sandbox: Sandbox) -> None:
+    """Kill what the last kernel left running and empty the scratch folder. Where either fails,
+    the server and the folder are given up: the next learner gets new ones, never a used one."""
+    try:
+        if _station.server is not None and _station.server.alive():
+            _station.server.clear()
+        if sandbox.scratch.exists():
+            empty(sandbox.scratch)
+    except OSError:
+        stop()
+        if _station.folder is not None:
+            shutil.rmtree(_station.folder, ignore_errors=True)
+            _station.folder = None
+        raise
+
+
+def running() -> ForkServer | None:
+    """This thread's fork server, if one runs."""
+    current = _station.server
+    return current if current is not None and current.alive() else None
+
+
+def stop() -> None:
+    """End the thread's server, if one runs."""
+    current, _station.server = _station.server, None
+    if current is not None:
+        current.close()
+
+
+if __name__ == "__main__":
+    serve()

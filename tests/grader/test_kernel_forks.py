@@ -1,0 +1,139 @@
+"""Kernels forked from a fork server in the sandbox: indistinguishable from a kernel started on its
+own, and the learners who share a server one after another cannot reach each other or the server."""
+import json
+import os
+import signal
+
+import nbformat
+import pytest
+
+from grader import kernel_forks
+from grader.execute import GuardedExecute
+from grader.sandbox import claim_uid, unavailable
+
+pytestmark = pytest.mark.skipif(unavailable() is not None, reason=f"no sandbox here: {unavailable()}")
+
+SETTINGS = r'''
+import json, os, sys, matplotlib
+print(json.dumps({"path": sys.path, "cwd": os.getcwd(), "environment": dict(os.environ), "name": __name__,
+                  "argv0": os.path.basename(sys.argv[0]), "backend": matplotlib.get_backend(),
+                  "uid": os.getuid(),
+                  "interrupt": str(__import__("signal").getsignal(__import__("signal").SIGINT))}))
+'''
+
+LEAVES_THINGS_BEHIND = r'''
+import os, pathlib, subprocess
+subprocess.run(["sh", "-c", "sleep 600 &"])   # an orphan: the server's child now, not the kernel's
+pathlib.Path("/tmp/left_by_a").write_text("a")
+startup = pathlib.Path(os.environ["IPYTHONDIR"], "profile_default", "startup")
+startup.mkdir(parents=True, exist_ok=True)
+(startup / "00-a.py").write_text("LEFT_BY_A = True")                 # would run in the next kernel
+pathlib.Path("left_by_a").write_text("a")
+locked = pathlib.Path("locked")
+locked.mkdir()
+(locked / "inside").write_text("a")
+locked.chmod(0)
+'''
+
+ATTACKS_THE_SERVER = r'''
+import ctypes, os, signal
+def attempt(action):
+    try:
+        result = action()
+        return "refused" if result == -1 else "done"
+    except OSError:
+        return "refused"
+libc = ctypes.CDLL(None, use_errno=True)
+print(json.dumps({
+    "parent": os.getppid(),
+    "mem": attempt(lambda: open("/proc/1/mem", "rb").read(1)),
+    "environ": attempt(lambda: open("/proc/1/environ", "rb").read()),
+    "descriptors": attempt(lambda: os.listdir("/proc/1/fd")),
+    "ptrace": attempt(lambda: libc.ptrace(16, 1, 0, 0)),            # PTRACE_ATTACH
+}))
+for signum in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGSTOP):
+    os.kill(1, signum)                      # PID 1 ignores them all when they come from inside
+'''
+
+LOOKS_AROUND = r'''
+import json, os, pathlib
+here = pathlib.Path.cwd()
+print(json.dumps({
+    "others": sorted(int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())),
+    "tmp": [str(p) for p in pathlib.Path("/tmp").rglob("*") if p != here and p not in here.parents
+            and here not in p.parents],          # all but the scratch folder, which may lie there
+    "startup_ran": "LEFT_BY_A" in globals(),
+    "scratch": sorted(os.listdir(".")),
+}))
+'''
+
+
+def _run(sources: list[str], fork: bool, timeout: int = 60):
+    """Cells run as one learner's notebook in this thread's fork-server sandbox (or in a sandbox of
+    their own, ``fork=False``): what each printed, read as JSON where it printed JSON."""
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    with kernel_forks.sandbox_for_a_learner([], claim_uid()) as box:
+        box.prepare()
+        executor = GuardedExecute(sandbox=box, fork=fork, timeout=timeout, kernel_name="python3")
+        notebook, _ = executor.preprocess(notebook, {"metadata": {"path": str(box.scratch)}})
+    printed = []
+    for cell in notebook.cells:
+        text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+        errors = [o.ename for o in cell.outputs if o.output_type == "error"]
+        printed.append(json.loads(text) if text.startswith("{") else (text, errors))
+    return printed, executor
+
+
+def test_a_forked_kernel_runs_as_a_kernel_started_on_its_own_would():
+    (forked,), _ = _run([SETTINGS], fork=True)
+    server = kernel_forks.running()
+    assert server is not None, "no fork server was started"
+    (alone,), _ = _run([SETTINGS], fork=False)
+    for setting in ("path", "cwd", "environment", "name", "argv0", "backend", "uid", "interrupt"):
+        assert forked[setting] == alone[setting], setting
+
+
+def test_two_forked_kernels_draw_different_random_numbers():
+    source = "import random, numpy\nprint(random.random(), numpy.random.rand())"
+    (first,), _ = _run([source], fork=True)
+    (second,), _ = _run([source], fork=True)
+    assert first[0] != second[0]
+
+
+def test_learners_who_share_a_server_cannot_reach_each_other_or_the_server():
+    _run(["print('warm')"], fork=True)
+    server = kernel_forks.running()
+    printed, executor = _run([LEAVES_THINGS_BEHIND, "import json", ATTACKS_THE_SERVER, "print('still here')"],
+                             fork=True)
+    assert executor.lost is None, executor.lost
+    attacks = printed[2]
+    assert attacks["parent"] == 1, "the kernel was not forked by the server"
+    assert {k: v for k, v in attacks.items() if k != "parent"} == {
+        "mem": "refused", "environ": "refused", "descriptors": "refused", "ptrace": "refused"}
+    assert printed[3] == ("still here\n", [])
+    assert kernel_forks.running() is server and server.alive(), "the server was killed from inside"
+
+    (seen,), _ = _run([LOOKS_AROUND], fork=True)
+    assert kernel_forks.running() is server, "the next learner did not share the server"
+    assert seen["others"] == [], "a process of the last learner outlived its kernel"
+    assert seen["tmp"] == []
+    assert seen["startup_ran"] is False
+    assert not {"left_by_a", "locked"} & set(seen["scratch"]), seen["scratch"]
+
+
+def test_a_cell_past_its_limit_is_interrupted_in_a_forked_kernel():
+    printed, executor = _run(["while True:\n    pass", "import subprocess\nsubprocess.run(['sleep', '60'])",
+                              "print('still here')"], fork=True, timeout=5)
+    assert executor.lost is None, executor.lost
+    assert printed[0][1][0] == "KeyboardInterrupt" and printed[1][1][0] == "KeyboardInterrupt"
+    assert printed[2] == ("still here\n", [])
+
+
+def test_a_server_that_died_is_replaced_for_the_next_learner():
+    _run(["print('warm')"], fork=True)
+    server = kernel_forks.running()
+    os.kill(server.pid, signal.SIGKILL)             # from outside: the OOM killer, an operator
+    server.process.wait(timeout=10)
+    (printed,), executor = _run(["print('graded')"], fork=True)
+    assert printed == ("graded\n", [])
+    assert kernel_forks.running() is not server
