@@ -20,7 +20,11 @@ Learners who share a server one after another must not reach each other. So:
 
 Where a server cannot be started (an old bubblewrap, no pidfd), kernels start one by one as before,
 and ``TENSORCRAFT_FORK_KERNELS=off`` asks for that. What still persists between two kernels of a
-server: System V IPC objects of its IPC namespace, which no grading code looks at.
+server: System V IPC objects of its IPC namespace, which no grading code looks at. What differs
+for a notebook: the preloaded modules are imported before its first cell, so an environment
+variable a library reads when it is loaded (``OMP_NUM_THREADS`` for torch) is read already, as in
+a notebook that imported torch in an earlier cell; ``torch.set_num_threads`` works as ever.
+``torch._dynamo`` is not preloaded: it imports Triton, which must see ``TRITON_INTERPRET`` set first.
 
 Run as ``python -m grader.kernel_forks``, this module is the server; the rest is the worker's side.
 """

@@ -137,3 +137,20 @@ def test_a_server_that_died_is_replaced_for_the_next_learner():
     (printed,), executor = _run(["print('graded')"], fork=True)
     assert printed == ("graded\n", [])
     assert kernel_forks.running() is not server
+
+
+def test_where_no_server_can_start_each_kernel_starts_in_a_sandbox_of_its_own(monkeypatch, capsys):
+    from grader.sandbox import Sandbox
+    kernel_forks.stop()
+    monkeypatch.setattr(kernel_forks, "_refused", [])
+    wrap = Sandbox.wrap
+
+    def without_as_pid_1(self, argv, as_pid_1=False):     # a bubblewrap too old for --as-pid-1
+        return [a if a != "--as-pid-1" else "--no-such-option" for a in wrap(self, argv, as_pid_1)]
+    monkeypatch.setattr(Sandbox, "wrap", without_as_pid_1)
+    (printed,), executor = _run(["print('graded')"], fork=True)
+    assert printed == ("graded\n", [])
+    assert kernel_forks.running() is None
+    assert "kernels start one by one: the fork server" in capsys.readouterr().err
+    (printed,), executor = _run(["print('graded again')"], fork=True)
+    assert printed == ("graded again\n", []) and kernel_forks.running() is None
