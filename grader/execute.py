@@ -119,8 +119,9 @@ def execute_submission(submitted: Path, autograded_dir: Path, db_url: str, learn
                        hidden: tuple[Path, ...] = (), kernel_cache: Path | None = None) -> Executed:
     """Sanitize and execute one submission with nbgrader's configured chains (``pipeline``; the
     course's ``config_file``, ``timeout`` over its ``Execute.timeout``); read-only on the gradebook.
-    Runs in a worker process. ``sandboxed``: the kernel runs in a sandbox of its own, which cannot
-    see the ``hidden`` paths, and starts with a copy of ``kernel_cache`` (``kernel_cache.warm_cache``)."""
+    Runs in a worker process. ``sandboxed``: the kernel runs in a sandbox, which cannot see the
+    ``hidden`` paths, and starts with a copy of ``kernel_cache`` (``kernel_cache.warm_cache``); it is
+    forked from the worker's fork server there (``kernel_forks``) unless that is switched off."""
     if not sandboxed:
         return _execute(submitted, autograded_dir, db_url, learner, assignment, timeout, config_file, None)
     if kernel_forks.enabled():      # a kernel forked from this worker's warm fork server, in its sandbox

@@ -11,7 +11,8 @@ what one notebook writes to its cache reaches no other learner and not the kept 
 The kept caches live in tensorcraft's cache folder (``$TENSORCRAFT_CACHE_DIR``, else
 ``~/.cache/tensorcraft``, as for the C backend), under ``grading-kernels/``, named by a hash of the
 solution notebook and torch's version: one run serves every course directory built from the same
-notebook (a rebuild, a copy), and a changed notebook or another torch gets a fresh one. Only the
+notebook (a rebuild, a copy), and a changed notebook or another torch gets a fresh one; the cache of
+another version of the same notebook is deleted once it has gone unused for a month. Only the
 grader writes there; no sandbox sees it. A notebook that calls no compiler is not run (it would
 keep nothing worth its time).
 """
@@ -19,8 +20,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import nbformat
@@ -30,6 +33,7 @@ from .sandbox import CACHE, Sandbox, claim_uid
 
 FOLDER = "grading-kernels"   # under tensorcraft's cache folder
 WARM_UP_TIMEOUT = 600       # seconds a cell of the solution may take while it compiles from nothing
+STALE_AFTER = 30 * 24 * 3600  # seconds unused after which the cache of another version of a notebook goes
 
 
 def cache_root() -> Path:
@@ -51,7 +55,20 @@ def warm_cache(course: Course, assignment: str) -> Path | None:
     kept = cache_path(course, assignment)
     if not kept.exists():
         _make(course, assignment, kept)
-    return kept if kept.is_dir() and any(kept.iterdir()) else None
+    if not (kept.is_dir() and any(kept.iterdir())):
+        return None
+    os.utime(kept)                      # used now
+    _delete_stale(kept, assignment)
+    return kept
+
+
+def _delete_stale(kept: Path, assignment: str) -> None:
+    """Delete the kept caches of other versions of ``assignment`` unused for ``STALE_AFTER``: every
+    edit of a notebook makes a new one, and nothing else would ever delete the old ones."""
+    version = re.compile(re.escape(assignment) + r"-[0-9a-f]{16}")
+    for other in kept.parent.iterdir():
+        if other != kept and version.fullmatch(other.name) and time.time() - other.stat().st_mtime > STALE_AFTER:
+            shutil.rmtree(other, ignore_errors=True)
 
 
 def compiles(notebook: Path) -> bool:

@@ -35,6 +35,7 @@ import ctypes
 import importlib
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -82,8 +83,8 @@ def serve() -> None:
         if argv[1:3] != ["-m", "ipykernel_launcher"]:
             _answer(control_out, {"error": f"not a kernel command: {argv[:3]}"})
             continue
-        with contextlib.suppress(OSError):
-            empty("/tmp", keep=Path.cwd())      # the scratch folder's parents are there
+        with contextlib.suppress(OSError):      # the scratch folder may be there, and the course code
+            empty("/tmp", keep=mount_points())
         pid = os.fork()
         if pid == 0:
             _become_kernel(argv[3:])
@@ -101,24 +102,32 @@ def _set_dumpable(dumpable: bool) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE)")
 
 
-def empty(folder: str | Path, keep: Path | None = None) -> None:
+def empty(folder: str | Path, keep: tuple[Path, ...] = ()) -> None:
     """Remove everything in ``folder`` (not the folder: it may be a mount point in a sandbox), whatever
-    permissions a kernel set on what it left there, except ``keep`` (a folder somewhere inside: the
-    sandbox's scratch folder, whose parents lie in its /tmp). Raises ``OSError`` if something stays.
-    Only for a folder no process writes to any more: a symbolic link is never followed, but a link
-    made while this runs could be."""
+    permissions a kernel set on what it left there, except the paths in ``keep`` (folders somewhere
+    inside, e.g. the mount points in the sandbox's /tmp) and the folders that lead to them.
+    Raises ``OSError`` if something stays. Only for a folder no process writes to any more: a
+    symbolic link is never followed, but a link made while this runs could be."""
     _unlock(folder)
+    def kept(path: Path) -> bool:
+        return any(path == k or path in k.parents for k in keep)
     for entry in os.scandir(folder):
         path = Path(entry.path)
-        if keep is not None and (path == keep or path in keep.parents):
-            if path != keep:
+        if kept(path):
+            if path not in keep:
                 empty(path, keep)
         elif entry.is_dir(follow_symlinks=False):
             shutil.rmtree(path)
         else:
             path.unlink()
-    if any(keep is None or Path(e.path) not in (keep, *keep.parents) for e in os.scandir(folder)):
+    if any(not kept(Path(e.path)) for e in os.scandir(folder)):
         raise OSError(f"{folder} could not be emptied")
+
+
+def mount_points() -> tuple[Path, ...]:
+    """Where something is mounted in this process's view (/proc/self/mountinfo, escapes decoded)."""
+    with open("/proc/self/mountinfo") as table:
+        return tuple(Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), line.split()[4])) for line in table)
 
 
 def _unlock(folder: str | Path) -> None:

@@ -150,3 +150,27 @@ def test_every_sandbox_starts_with_its_own_copy_of_the_kernels_the_solution_comp
     assert Path(folder).is_relative_to(box.scratch)
     assert not list(kept.rglob("planted.so")), "a learner's write reached the kept cache"
     assert kernel_cache.warm_cache(course, "demo") == kept        # made once, found after
+
+
+def test_the_kept_cache_of_another_version_of_a_notebook_goes_once_unused_for_a_month(tmp_path, monkeypatch):
+    import time
+
+    import nbformat
+
+    from grader import kernel_cache
+    monkeypatch.setenv("TENSORCRAFT_CACHE_DIR", str(tmp_path / "kept"))
+    course = Course(tmp_path / "course")
+    course.source("demo").parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(COMPILES)]), course.source("demo"))
+    current = kernel_cache.cache_path(course, "demo")
+    current.mkdir(parents=True)
+    (current / "kernel.so").write_text("made by an earlier run")
+    old, recent, other = (current.parent / name for name in ("demo-" + "0" * 16, "demo-" + "1" * 16,
+                                                               "demo-b-" + "2" * 16))   # the last: another notebook's
+    for folder, unused in ((old, kernel_cache.STALE_AFTER + 3600), (recent, 3600), (other, kernel_cache.STALE_AFTER + 3600)):
+        folder.mkdir()
+        os.utime(folder, (time.time() - unused,) * 2)
+    assert kernel_cache.warm_cache(course, "demo") == current
+    assert not old.exists()
+    assert recent.exists() and other.exists() and (current / "kernel.so").exists()
+    assert time.time() - current.stat().st_mtime < 60, "the cache in use was not marked as used"
