@@ -50,7 +50,12 @@ class SandboxedKernelManager(AsyncKernelManager):
         if self.server is None:
             return await super()._async_launch_kernel(kernel_cmd, **kw)
         provisioner = self.provisioner
-        provisioner.process = self.server.fork(kernel_cmd)
+        try:
+            provisioner.process = self.server.fork(kernel_cmd)
+        except OSError:             # the server is gone (killed from outside): this kernel starts on its own
+            kernel_forks.stop()
+            self.server = None
+            return await super()._async_launch_kernel(self.sandbox.wrap(kernel_cmd), **kw)
         provisioner.pid, provisioner.pgid, provisioner.cwd = provisioner.process.pid, None, kw.get("cwd")
         self._reconcile_connection_info(provisioner.connection_info)
 

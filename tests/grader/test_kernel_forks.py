@@ -153,9 +153,20 @@ def test_where_no_server_can_start_each_kernel_starts_in_a_sandbox_of_its_own(mo
     def without_as_pid_1(self, argv, as_pid_1=False):     # a bubblewrap too old for --as-pid-1
         return [a if a != "--as-pid-1" else "--no-such-option" for a in wrap(self, argv, as_pid_1)]
     monkeypatch.setattr(Sandbox, "wrap", without_as_pid_1)
-    (printed,), executor = _run(["print('graded')"], fork=True)
-    assert printed == ("graded\n", [])
+    (printed,), executor = _run(["print(open('/proc/1/comm').read().strip())"], fork=True)
+    assert printed == ("bwrap\n", []), "the kernel did not start in a sandbox of its own (bubblewrap's PID 1)"
     assert kernel_forks.running() is None
     assert "kernels start one by one: the fork server" in capsys.readouterr().err
     (printed,), executor = _run(["print('graded again')"], fork=True)
     assert printed == ("graded again\n", []) and kernel_forks.running() is None
+
+
+def test_a_kernel_the_server_cannot_fork_starts_in_a_sandbox_of_its_own(monkeypatch):
+    _run(["print('warm')"], fork=True)
+
+    def gone(self, argv):
+        raise OSError("the fork server ended")
+    monkeypatch.setattr(kernel_forks.ForkServer, "fork", gone)
+    (printed,), executor = _run(["print(open('/proc/1/comm').read().strip())"], fork=True)
+    assert printed == ("bwrap\n", []), "the kernel did not start in a sandbox of its own (bubblewrap's PID 1)"
+    assert executor.lost is None
