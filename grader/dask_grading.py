@@ -43,10 +43,10 @@ from pathlib import Path
 import nbformat
 
 from .course import Course
+from .kernel_cache import FOLDER as KERNELS  # the kit's copies of the kept kernel caches, in its course folder
 from .kernel_cache import cache_path, cache_root
 
 # what a worker must have in the very versions the instructor has, for a grade to mean the same
-KERNELS = "grading-kernels"      # the kit's copies of the kept kernel caches, inside its course folder
 SAME_VERSIONS = ("nbgrader", "nbclient", "nbformat", "ipykernel", "torch", "numpy", "einops", "distributed")
 
 

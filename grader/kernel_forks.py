@@ -244,13 +244,7 @@ class ForkServer:
         return self.process.poll() is None
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.process.kill()
-        self.process.wait()
-        for stream in (self.process.stdin, self.process.stdout):
-            with contextlib.suppress(OSError):
-                stream.close()
-        self.sandbox.end()
+        _end(self.process, self.sandbox)
 
     def _reply(self, timeout: float) -> dict:
         line, deadline, fd = b"", time.monotonic() + timeout, self.process.stdout.fileno()
@@ -263,6 +257,17 @@ class ForkServer:
                 raise OSError("the fork server ended")
             line += chunk
         return json.loads(line)
+
+
+def _end(process: subprocess.Popen, sandbox: Sandbox) -> None:
+    """Kill a server's process (and so its namespace) and whatever still runs under its sandbox's uid."""
+    with contextlib.suppress(OSError):
+        process.kill()
+    process.wait()
+    for stream in (process.stdin, process.stdout):
+        with contextlib.suppress(OSError):
+            stream.close()
+    sandbox.end()
 
 
 def key(sandbox: Sandbox) -> tuple:
@@ -300,8 +305,8 @@ def scratch() -> Path:
 def server_for(sandbox: Sandbox) -> ForkServer | None:
     """The thread's running server for ``sandbox``'s settings, started if need be; None when
     servers are off or cannot be had here (the caller starts its kernel on its own)."""
-    current = _station.server
-    if current is not None and current.key == key(sandbox) and current.alive():
+    current = running()
+    if current is not None and current.key == key(sandbox):
         return current
     stop()
     if not enabled() or _refused:
@@ -312,7 +317,8 @@ def server_for(sandbox: Sandbox) -> ForkServer | None:
         _refused.append(str(error))
         print(f"tensorcraft: kernels start one by one: {error}", file=sys.stderr)
         return None
-    Finalize(_station.server, ForkServer.close, (_station.server,), exitpriority=2)
+    # at the process's end, or once the server is dropped (not holding it: a long-lived worker starts many)
+    Finalize(_station.server, _end, (_station.server.process, _station.server.sandbox), exitpriority=2)
     return _station.server
 
 
@@ -336,8 +342,8 @@ def _reset(sandbox: Sandbox) -> None:
     """Kill what the last kernel left running and empty the scratch folder. Where either fails,
     the server and the folder are given up: the next learner gets new ones, never a used one."""
     try:
-        if _station.server is not None and _station.server.alive():
-            _station.server.clear()
+        if (server := running()) is not None:
+            server.clear()
         if sandbox.scratch.exists():
             empty(sandbox.scratch)
     except OSError:
