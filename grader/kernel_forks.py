@@ -344,6 +344,8 @@ def _reset(sandbox: Sandbox) -> None:
     try:
         if (server := running()) is not None:
             server.clear()
+        else:                   # its kernel started on its own (no server): wait until its uid runs nothing
+            sandbox.end()
         if sandbox.scratch.exists():
             empty(sandbox.scratch)
     except OSError:
