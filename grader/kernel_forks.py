@@ -259,15 +259,16 @@ class ForkServer:
         return json.loads(line)
 
 
-def _end(process: subprocess.Popen, sandbox: Sandbox) -> None:
-    """Kill a server's process (and so its namespace) and whatever still runs under its sandbox's uid."""
+def _end(process: subprocess.Popen, sandbox: Sandbox | None = None) -> None:
+    """Kill a server's process (and so its namespace); with ``sandbox``, whatever still runs under its uid."""
     with contextlib.suppress(OSError):
         process.kill()
     process.wait()
     for stream in (process.stdin, process.stdout):
         with contextlib.suppress(OSError):
             stream.close()
-    sandbox.end()
+    if sandbox is not None:
+        sandbox.end()
 
 
 def key(sandbox: Sandbox) -> tuple:
@@ -318,7 +319,8 @@ def server_for(sandbox: Sandbox) -> ForkServer | None:
         print(f"tensorcraft: kernels start one by one: {error}", file=sys.stderr)
         return None
     # at the process's end, or once the server is dropped (not holding it: a long-lived worker starts many)
-    Finalize(_station.server, _end, (_station.server.process, _station.server.sandbox), exitpriority=2)
+    # (its process only: by then the uid may run the kernels of a newer server)
+    Finalize(_station.server, _end, (_station.server.process,), exitpriority=2)
     return _station.server
 
 
