@@ -20,14 +20,19 @@ class Mutant:
     name: str                     # the function's name, e.g. "outer_transposed"
     fn: Callable[..., Any]
     hint: str                     # what a learner who made this mistake needs to read
+    # None: the exercise's PUBLIC cases must reject this mutant (a tick in the notebook means full
+    # marks). A string: why only the hidden cases can reject it (an answer hard-coded to the public
+    # cases is the one legitimate example); `grader check` then accepts a hidden-only rejection.
+    hidden_only: str | None = None
 
 
-def mutant(exercise: str, hint: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register the decorated function as a known-wrong answer to ``exercise``."""
+def mutant(exercise: str, hint: str, hidden_only: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register the decorated function as a known-wrong answer to ``exercise`` (``hidden_only``:
+    the reason only hidden cases can reject it, e.g. an answer hard-coded to the public cases)."""
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         entries = REGISTRY.setdefault(exercise, [])
         entries[:] = [m for m in entries if m.name != fn.__name__]  # re-running a module replaces
-        entries.append(Mutant(exercise, fn.__name__, fn, hint))
+        entries.append(Mutant(exercise, fn.__name__, fn, hint, hidden_only))
         return fn
     return register
 
