@@ -16,6 +16,7 @@ import torch
 
 import tensorcraft
 
+from ... import trees
 from .. import functional
 from ..ir import Graph, Node
 from ..passes.memory_plan import MemoryPlan, is_kernel_output
@@ -88,8 +89,14 @@ class SourcePrinter:
         if isinstance(v, tuple) and not hasattr(v, "_fields"):
             inner = ", ".join(self.value(x) for x in v)
             return f"({inner},)" if len(v) == 1 else f"({inner})"
+        if isinstance(v, tuple):  # a namedtuple: its class, called with its fields
+            return f"{self.bind('_type', type(v))}({', '.join(self.value(x) for x in v)})"
         if isinstance(v, list):
             return "[" + ", ".join(self.value(x) for x in v) + "]"
+        if type(v) is dict:
+            return "{" + ", ".join(f"{self.value(k)}: {self.value(x)}" for k, x in v.items()) + "}"
+        if any(isinstance(leaf, Node) for leaf in trees.leaves(v)):  # a structure of values computed here
+            raise TypeError(f"cannot write a {type(v).__name__} holding graph values as Python source")
         return self.bind("_const", v)
 
     def target(self, fn: Any) -> str:
