@@ -26,12 +26,13 @@ from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx
-from torch.utils import _pytree as pytree
 
+from .. import trees
 from . import opnames
 from ..stages import swappable
 from .builder import GraphBuilder, Refused, is_inplace
 from .ir import Graph
+from .training import need_grad
 from .pipeline import compile_graph
 
 
@@ -59,7 +60,7 @@ class _Converter(torch.fx.Interpreter):
             elif n.op == "get_attr":
                 self.ours[n] = self.builder.param(result, n.target) if isinstance(result, torch.Tensor) else result
             elif n.op == "output":
-                flat, spec = pytree.tree_flatten(self._map(n.args[0]))
+                flat, spec = trees.flatten(self._map(n.args[0]))
                 self.builder.output(flat, spec)
             return result
         args, kwargs = self._map(n.args), self._map(n.kwargs)
@@ -114,14 +115,11 @@ def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, backend:
             print(f"tensorcraft dynamo_backend: running this graph eagerly because {why}")
         return run_eagerly
     params = [n.attrs["value"] for n in graph.params]
-    need_grad = torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
-                                                for t in [*example_inputs, *params])
-    compiled = compile_graph(graph, backend=backend, passes=passes, debug=debug, need_grad=need_grad)
+    compiled = compile_graph(graph, backend=backend, passes=passes, debug=debug,
+                             need_grad=need_grad(example_inputs, params))
 
     def run(*args: Any) -> Any:
-        need_grad = torch.is_grad_enabled() and (
-            any(isinstance(a, torch.Tensor) and a.requires_grad for a in args) or any(p.requires_grad for p in params))
-        return compiled.run(args, params, need_grad)
+        return compiled.run(args, params, need_grad(args, params))
 
     run.compiled, run.reason = compiled, None  # type: ignore[attr-defined]  (for inspection: run.compiled.source)
     return run

@@ -31,6 +31,7 @@ from .. import stages, trees
 from .capture import capture
 from .guards import Guards, Unguardable, build_guards, check_guards, plain_values
 from .pipeline import CompiledGraph, Pass, compile_graph
+from .training import need_grad as call_needs_grad
 
 DEFAULT_CACHE_LIMIT = 8
 # Substitutes for these stages decide cache hits themselves: the cache stays in use while they are in force.
@@ -109,9 +110,7 @@ class Compiler:
         return self._compile_and_run(args, kwargs, flat, spec, training)
 
     def _compile_and_run(self, args, kwargs, flat, spec, training, cache: bool = True) -> Any:
-        need_grad = torch.is_grad_enabled() and (
-            any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat)
-            or (self.module is not None and any(p.requires_grad for p in self.module.parameters())))
+        need_grad = call_needs_grad(flat, self.module.parameters() if self.module is not None else ())
         frozen = not need_grad and not training
         captured = capture(self.fn, args, kwargs, module=self.module)
         names = captured.input_names
