@@ -10,8 +10,11 @@ call goes to ``builder.GraphBuilder`` (the same builder the fx front-end uses), 
 turns an in-place update of an intermediate into its functional form, and records views.
 
 Capture never guesses. When the recording could not be replayed faithfully (the program reads a
-tensor value into Python, draws random numbers, mutates an input or a parameter...), the call
-still finishes eagerly and `Captured.reason` says why, with the source line.
+tensor value into Python, draws random numbers, mutates an input or a parameter, passes tensors to
+a torch call inside a container ``tensorcraft.trees`` cannot look into...), the call still finishes
+eagerly and `Captured.reason` says why, with the source line. It also records which Python functions
+the call ran through (``Captured.ran``), so that the guards watch the globals and closure cells those
+read, not only the compiled function's own (``guards.values``).
 """
 from __future__ import annotations
 
