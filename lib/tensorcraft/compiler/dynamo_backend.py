@@ -36,7 +36,17 @@ from .training import need_grad
 from .pipeline import compile_graph
 
 
-_STATEFUL_IN_TRAINING = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+
+
+def _as_functional(module: torch.nn.Module, args: tuple) -> tuple[str, tuple] | None:
+    """(name, args) of the functional call a stateful module makes, for the ``refusal`` stage to judge
+    (a dropout draws a mask in training mode; a batch norm updates its running statistics)."""
+    if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+        return "dropout", (args[0], module.p, module.training)
+    if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+        training = module.training or (module.running_mean is None and module.running_var is None)
+        return "batch_norm", (args[0], module.running_mean, module.running_var, module.weight, module.bias, training)
+    return None
 
 
 class _Converter(torch.fx.Interpreter):
@@ -72,8 +82,10 @@ class _Converter(torch.fx.Interpreter):
             func, op = getattr(torch.Tensor, n.target), opnames.canonical_name(n.target)
         elif n.op == "call_module":  # only in hand-traced graphs (Dynamo inlines modules)
             func, op = self.fetch_attr(n.target), type(self.fetch_attr(n.target)).__name__
-            if func.training and isinstance(func, _STATEFUL_IN_TRAINING):
-                raise Refused(f"{op} in training mode draws randomness or updates statistics: {n.format_node()}")
+            judged = _as_functional(func, real_args)
+            why = opnames.refusal(*judged, {}) if judged is not None else None  # the `refusal` stage decides
+            if why is not None:
+                raise Refused(f"{op}: {why}: {n.format_node()}")
         else:
             func, op = n.target, opnames.canonical_name(n.target)
         try:

@@ -127,9 +127,11 @@ def compile_graph(graph: Graph, backend: str | Callable | None = None, passes: S
                   wrapper: Callable[..., WrapperCode] = generate_wrapper) -> CompiledGraph:
     """Optimize ``graph`` (a captured Graph, left unchanged) and turn it into a callable.
 
-    Every stage can be replaced: ``passes`` (a list of Graph -> Graph functions or names; None:
-    ``GRADIENT_PASSES`` when ``need_grad``, else ``DEFAULT_PASSES``), ``backend`` (a name or a
-    compile_kernel function), ``planner`` and ``wrapper``.
+    ``passes``: a list of Graph -> Graph functions or names (None: ``GRADIENT_PASSES`` when
+    ``need_grad``, else ``DEFAULT_PASSES``); ``backend``: a name or a compile_kernel function. The way
+    to swap any other stage is ``tensorcraft.substitute(plan_memory=..., generate_wrapper=...)``;
+    ``planner=`` and ``wrapper=`` stay only because notebook 10 and a test pass them: they call the
+    given function in that one place, without a substitute (so it may call the library's stage).
     """
     if passes is None:
         passes = GRADIENT_PASSES if need_grad else DEFAULT_PASSES
