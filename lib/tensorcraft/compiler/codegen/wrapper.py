@@ -17,7 +17,7 @@ import torch
 from ... import trees
 from .. import functional
 from ..ir import Graph, Node
-from ..passes.memory_plan import MemoryPlan, is_kernel_output
+from ..plans import MemoryPlan, is_kernel_output
 from .kernel import CompiledKernel, Kernel
 from .literals import python_float
 from ...stages import swappable
