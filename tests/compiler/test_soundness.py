@@ -183,3 +183,21 @@ def test_an_object_held_by_a_module_attribute_is_guarded_through_its_attributes(
         for scale in (2.0, 3.0, 3.0):
             model.cfg.scale = scale
             torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_a_substituted_stage_is_not_taken_for_a_function_of_the_program():
+    """Functions the recording itself calls (a substitute for a stage, a closure) are not the program's:
+    their closure cells are not the program's state, and do not make the call run eagerly."""
+    from tensorcraft.compiler.opnames import refusal as library_refusal
+    verdicts = []
+
+    def spy(op, args, kwargs):  # a closure over `verdicts`, as the grader's spies are
+        verdicts.append(op)
+        return library_refusal.library(op, args, kwargs)
+
+    def f(x):
+        return torch.relu(x) * 3 + x.mean()
+    compiled = tensorcraft.compile(f, backend="python")
+    with torch.no_grad(), tensorcraft.substitute(refusal=spy):
+        _agree(compiled, f, torch.randn(4, 3))
+    assert verdicts and compiled.stats.compiles == 1, compiled.explain()

@@ -218,6 +218,16 @@ class _Recorder(TorchFunctionMode):
         return trees.map_leaves(self._to_node, value)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        # what runs from here on is the recording (the builder, substituted stages), not the program:
+        # _FunctionsRun does not watch it
+        profile = sys.getprofile()
+        sys.setprofile(None)
+        try:
+            return self._record(func, types, args, kwargs)
+        finally:
+            sys.setprofile(profile)
+
+    def _record(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if self.reason is not None:  # already refused: just finish the call eagerly
             return func(*args, **kwargs)
