@@ -4,8 +4,9 @@
     1. flattens its arguments and looks for a cached entry whose guards all hold -> runs it;
     2. otherwise captures the call (which runs it eagerly, so this call's answer is eager's),
        compiles the graph, and caches it with its guards;
-    3. when capture refuses (data-dependent control flow, randomness, ...) the entry is an
-       "eager" one: later matching calls run eagerly, and explain() says why;
+    3. when capture refuses (data-dependent control flow, randomness, a container it cannot look
+       into, ...) or the graph depends on a Python value no guard can watch (``guards.Unguardable``),
+       the entry is an "eager" one: later matching calls run eagerly, and explain() says why;
     4. past ``cache_limit`` entries (8, as torch.compile), a new signature runs eagerly with a warning.
 While a ``tensorcraft.substitute(...)`` block is in force the cache is neither read nor filled:
 every call captures, compiles with the substitute stages and returns what the compiled code computes
