@@ -101,6 +101,8 @@ class SourcePrinter:
         name = getattr(fn, "__name__", None)
         for path, module in _MODULES:
             if name and getattr(module, name, None) is fn:
+                if module is functional:  # any namespace this printer writes into gets the module
+                    self.namespace.setdefault("functional", functional)
                 return f"{path}.{name}"
         return self.bind("_extern", fn)
 
