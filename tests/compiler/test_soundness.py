@@ -222,3 +222,24 @@ def test_slices_with_tensor_bounds_are_walked():
     compiled = tensorcraft.compile(f, backend="python")
     for rows in (6, 6, 8):
         _agree(compiled, f, torch.randn(rows, 3))
+
+
+@dataclasses.dataclass
+class _Program:
+    fn: object
+
+    def __call__(self, *inputs):
+        return self.fn(*inputs)
+
+
+def test_a_callable_object_is_followed_to_the_closure_it_calls():
+    k = 2.0
+
+    def network(x):
+        return x * k
+    program = _Program(network)
+    compiled = tensorcraft.compile(program, backend="python")
+    x = torch.randn(3)
+    for k in (2.0, 3.0, 3.0):  # noqa: B007 - the closure reads it
+        _agree(compiled, program, x)
+    assert compiled.stats.compiles == 2, compiled.explain()

@@ -325,6 +325,8 @@ def plain_values(fn: Callable, module: Any = None, ran: Sequence[tuple[types.Cod
         finder.module(fn.__self__, "module")
     if isinstance(top, types.FunctionType):
         finder.function(top, "the compiled function", top=True)
+    elif module is None:  # a callable object (a partial, an instance with __call__): what it holds
+        finder.reach(fn, "the compiled callable", 0)
     for i, value in enumerate(arguments):
         finder.reach(value, f"argument {i}", 0)
     for code, namespace in codes:
