@@ -18,8 +18,11 @@ dispatch per call, the generated wrapper alone, what the memory plan leaves unpl
 fused kernels against the torch ops they replace, and the training step of each contender split by
 kind of op (matmuls, attention, GELU, layer norm, copies, inductor's fused kernels, the rest). ``--threads N`` sets torch's and our kernels'
 threads (on a shared machine, 1 keeps OpenMP threads from waiting on each other).
+``--model transformer-qkv``: the same model written as timm and nanoGPT write it (the fused qkv
+projection reshaped to [3, batch, heads, seq, d/heads] and unbound in forward, q scaled before the
+matmul, GELU as a module): another capture of the same computation.
 
-    python -m benchmarks compile --model transformer [--rounds R] [--threads N] [--no-inductor]
+    python -m benchmarks compile --model transformer|transformer-qkv [--rounds R] [--threads N] [--no-inductor]
 """
 from __future__ import annotations
 
@@ -310,10 +313,29 @@ class Block(nn.Module):
         return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))
 
 
+class PackedQkvBlock(Block):
+    """The same block written as timm and nanoGPT do: one fused qkv projection reshaped to
+    [3, batch, heads, seq, d/heads] and unbound in forward, the scale applied to q, GELU as a module call."""
+
+    def __init__(self, d: int = 128, heads: int = 4, seq: int = 64) -> None:
+        super().__init__(d, heads, seq)
+        self.act = nn.GELU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        h = self.heads
+        qkv = self.qkv(self.ln1(x)).reshape(b, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        q = q * (d // h) ** -0.5
+        weights = (q @ k.transpose(-2, -1)).masked_fill(self.causal[:t, :t], float("-inf")).softmax(dim=-1)
+        x = x + self.proj((weights @ v).transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(self.act(self.fc1(self.ln2(x))))
+
+
 class Transformer(nn.Module):
-    def __init__(self, blocks: int = 4, d: int = 128) -> None:
+    def __init__(self, blocks: int = 4, d: int = 128, block: type = Block) -> None:
         super().__init__()
-        self.blocks = nn.Sequential(*[Block(d) for _ in range(blocks)])
+        self.blocks = nn.Sequential(*[block(d) for _ in range(blocks)])
         self.ln = nn.LayerNorm(d)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -419,9 +441,12 @@ def op_breakdown(steps: dict[str, Callable[[], None]], repeat: int = 5) -> list[
     return lines
 
 
-def run_transformer(rounds: int, use_inductor: bool) -> None:
+TRANSFORMERS = {"transformer": Block, "transformer-qkv": PackedQkvBlock}
+
+
+def run_transformer(rounds: int, use_inductor: bool, variant: str = "transformer") -> None:
     torch.manual_seed(0)
-    model, x = Transformer(), torch.randn(8, 64, 128, generator=torch.Generator().manual_seed(0))
+    model, x = Transformer(block=TRANSFORMERS[variant]), torch.randn(8, 64, 128, generator=torch.Generator().manual_seed(0))
     contenders: dict[str, Callable] = {"eager": model, "ours": tc_compile(model, backend="c")}
     if use_inductor:
         torch._dynamo.reset()
@@ -458,7 +483,7 @@ def run_transformer(rounds: int, use_inductor: bool) -> None:
                     times[name].append(time.perf_counter() - start)
         results[mode] = {name: min(t) for name, t in times.items()}
         medians[mode] = {name: statistics.median(t) for name, t in times.items()}
-    print(f"\n{'transformer (4 blocks, d=128, 8x64), best':40} {'eager ms':>9} {'inductor':>9} {'ours ms':>9} "
+    print(f"\n{variant + ' (4 blocks, d=128, 8x64), best':40} {'eager ms':>9} {'inductor':>9} {'ours ms':>9} "
           f"{'ours/eager':>10} {'ours/ind':>8} {'1st: ind s':>10} {'ours s':>7}")
     for mode, t in results.items():
         e, i, o = t["eager"], t.get("inductor"), t["ours"]
@@ -497,8 +522,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--size", type=int, default=1 << 24, help="elements of the elementwise chains (16M)")
     parser.add_argument("--rounds", type=int, default=15, help="timed calls per contender (median reported)")
     parser.add_argument("--only", default="a,b,c,d", help="comma-separated workloads among a,b,c,d")
-    parser.add_argument("--model", choices=["chains", "transformer"], default="chains",
-                        help="the workloads a-d (default), or the transformer")
+    parser.add_argument("--model", choices=["chains", *TRANSFORMERS], default="chains",
+                        help="the workloads a-d (default), or the transformer (transformer-qkv: the same model "
+                             "with its fused qkv projection reshaped and unbound, as timm writes it)")
     parser.add_argument("--threads", type=int, default=None,
                         help="threads for torch and for our kernels (default: as configured)")
     parser.add_argument("--no-inductor", action="store_true", help="leave torch.compile out (it takes ~10 s per model)")
@@ -516,10 +542,10 @@ def main(argv: list[str]) -> int:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor_bench_")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"OpenMP threads for ours: {c_codegen.available_threads()}; {args.rounds} rounds "
-          + ("(best and median)" if args.model == "transformer" else "(median)") + "; first calls from empty caches, "
+          + ("(best and median)" if args.model in TRANSFORMERS else "(median)") + "; first calls from empty caches, "
           + ("each in a fresh process" if args.first_call == "process" else "in this process"))
-    if args.model == "transformer":
-        run_transformer(args.rounds, not args.no_inductor)
+    if args.model in TRANSFORMERS:
+        run_transformer(args.rounds, not args.no_inductor, args.model)
         return 0
     rows = []
     for key in args.only.split(","):

@@ -633,8 +633,9 @@ with tc.substitute(check_input=peek):
 print("recompiles:", peeked.stats.recompiles)
 
 # %% [markdown]
-# A tensor's tuple is `("tensor", type, shape, stride, dtype, device, requires_grad)`; a plain
-# value's is `("value", type, value)`. The transposed tensor has the remembered shape `(4, 3)` but
+# A tensor's tuple is `("tensor", type, shape, stride, dtype, device, requires_grad)` (a named
+# tuple, `TensorMeta`, so it prints its field names); a plain value's is `("value", type, value)`.
+# The transposed tensor has the remembered shape `(4, 3)` but
 # strides `(1, 4)` instead of `(3, 1)`: its values lie in memory column by column, and code that
 # was compiled to walk rows would read them in the wrong order. So the entry is not reused.
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from tensorcraft import trees
+
 
 @dataclass(frozen=True)
 class Device:
@@ -28,29 +30,19 @@ def devices(cuda_available: bool | None = None) -> list[Device]:
 
 
 def to_device(value, device: str):
-    """Move every tensor inside ``value`` (tuples, lists, dicts nested) to ``device``."""
+    """Move every tensor inside ``value`` (any nesting ``tensorcraft.trees`` walks) to ``device``."""
+    return trees.map_leaves(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, value)
+
+
+def _clone_leaf(value):
     if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, tuple):
-        return tuple(to_device(v, device) for v in value)
-    if isinstance(value, list):
-        return [to_device(v, device) for v in value]
-    if isinstance(value, dict):
-        return {k: to_device(v, device) for k, v in value.items()}
+        return value.clone()
+    if isinstance(value, np.ndarray):
+        return value.copy()
     return value
 
 
 def clone(value):
     """A deep copy of the tensors and arrays in ``value``, so that a learner who edits an input
     in place cannot change the expected result or the next case (and the check can see it)."""
-    if isinstance(value, torch.Tensor):
-        return value.clone()
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if isinstance(value, tuple):
-        return tuple(clone(v) for v in value)
-    if isinstance(value, list):
-        return [clone(v) for v in value]
-    if isinstance(value, dict):
-        return {k: clone(v) for k, v in value.items()}
-    return value
+    return trees.map_leaves(_clone_leaf, value)

@@ -145,3 +145,20 @@ def test_batchnorm_in_training_mode_updates_its_statistics_once():
     torch.testing.assert_close(compiled(x), twin(x))
     torch.testing.assert_close(model[1].running_mean, twin[1].running_mean)
     torch.testing.assert_close(model[1].num_batches_tracked, twin[1].num_batches_tracked)
+
+
+def test_stateful_modules_in_training_are_judged_by_the_refusal_stage():
+    """A hand-traced graph's Dropout / BatchNorm in training mode: refused by the swappable `refusal` stage
+    (seen as the functional call the module makes), so a substitute for that stage decides it too."""
+    import tensorcraft
+    from tensorcraft.compiler.dynamo_backend import backend as our_backend
+    for module in (torch.nn.Dropout(0.5), torch.nn.BatchNorm1d(4)):
+        gm = torch.fx.symbolic_trace(torch.nn.Sequential(module))
+        x = torch.randn(3, 4)
+        assert our_backend(gm, [x]).reason is not None
+        seen = []
+        with tensorcraft.substitute(refusal=lambda name, args, kwargs: seen.append(name)):
+            assert our_backend(gm, [x]).reason is None
+        assert seen and seen[0] in ("dropout", "batch_norm")
+        gm.eval()
+        assert our_backend(gm, [x]).reason is None

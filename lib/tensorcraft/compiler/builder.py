@@ -21,8 +21,8 @@ import operator
 from typing import Any, Callable
 
 import torch
-from torch.utils import _pytree as pytree
 
+from .. import trees
 from . import functional, opnames
 from .ir import Graph, Node
 
@@ -127,7 +127,7 @@ class GraphBuilder:
             node = self.graph.add_like(result, "call", op, func, args, kwargs, name=name,
                                        aliases=self._alias(result, args, kwargs))
             return self._keep(node, result)
-        leaves = pytree.tree_leaves(result) if isinstance(result, (tuple, list)) else [result]
+        leaves = trees.leaves(result) if isinstance(result, (tuple, list)) else [result]
         if not any(isinstance(v, torch.Tensor) for v in leaves):
             if not all(isinstance(v, PLAIN_RESULTS) for v in leaves):
                 raise Refused(f"unsupported result: {op} returned a {type(result).__name__}", result)
@@ -178,7 +178,7 @@ class GraphBuilder:
         address = _storage(result)
         if address is None:
             return None
-        for value in pytree.tree_leaves((args, kwargs)):
+        for value in trees.leaves((args, kwargs)):
             if isinstance(value, Node) and value in self.values and _storage(self.values[value]) == address:
                 return value
         return None

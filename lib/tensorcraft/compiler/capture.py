@@ -10,23 +10,27 @@ call goes to ``builder.GraphBuilder`` (the same builder the fx front-end uses), 
 turns an in-place update of an intermediate into its functional form, and records views.
 
 Capture never guesses. When the recording could not be replayed faithfully (the program reads a
-tensor value into Python, draws random numbers, mutates an input or a parameter...), the call
-still finishes eagerly and `Captured.reason` says why, with the source line.
+tensor value into Python, draws random numbers, mutates an input or a parameter, passes tensors to
+a torch call inside a container ``tensorcraft.trees`` cannot look into...), the call still finishes
+eagerly and `Captured.reason` says why, with the source line. It also records which Python functions
+the call ran through (``Captured.ran``), so that the guards watch the globals and closure cells those
+read, not only the compiled function's own (``guards.values``).
 """
 from __future__ import annotations
 
 import functools
 import inspect
-import types
 import os
+import sys
+import types
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils import _pytree as pytree
 
+from .. import trees
 from . import opnames
 from ..stages import swappable
 from .builder import PLAIN_RESULTS, GraphBuilder, Refused, is_inplace
@@ -42,6 +46,8 @@ class Captured:
     result: Any  # what the eager call returned (the first call's answer)
     constants: list[torch.Tensor] = field(default_factory=list)  # tensors baked in by reference
     input_names: list[str] = field(default_factory=list)  # a readable name per flat input
+    ran: list[tuple[types.CodeType, dict]] = field(default_factory=list)  # (code, globals) of each Python
+    # function the call went through: the guards watch the globals and closure cells they read
 
 
 @swappable
@@ -53,7 +59,7 @@ def capture(fn: Callable, args: tuple = (), kwargs: dict | None = None,
     read again at every call (by qualified name) instead of being baked in.
     """
     kwargs = kwargs or {}
-    flat, spec = pytree.tree_flatten((args, kwargs))
+    flat, spec = trees.flatten((args, kwargs))
     recorder = _Recorder(module)
     names = _input_names(module.forward if module is not None else fn, args, kwargs, flat)
     for value, name in zip(flat, names):
@@ -65,11 +71,11 @@ def capture(fn: Callable, args: tuple = (), kwargs: dict | None = None,
     for index, (value, name) in enumerate(zip(flat, names)):
         if isinstance(value, torch.Tensor):
             recorder.bind(value, recorder.builder.placeholder(value, name, index))
-    with recorder:
+    with recorder, _FunctionsRun() as ran:
         result = fn(*args, **kwargs)
     if recorder.reason is not None:
         return Captured(None, recorder.reason, result, input_names=names)
-    out_flat, out_spec = pytree.tree_flatten(result)
+    out_flat, out_spec = trees.flatten(result)
     outputs = []
     for value in out_flat:
         if isinstance(value, torch.Tensor):
@@ -82,7 +88,26 @@ def capture(fn: Callable, args: tuple = (), kwargs: dict | None = None,
     if recorder.reason is not None:  # an output can be refused too (a global that requires grad)
         return Captured(None, recorder.reason, result, input_names=names)
     recorder.builder.output(outputs, out_spec)
-    return Captured(recorder.graph, None, result, recorder.constants, names)
+    return Captured(recorder.graph, None, result, recorder.constants, names, list(ran.items()))
+
+
+class _FunctionsRun(dict):
+    """code -> globals of every Python function called while it is active (``sys.setprofile``: the call
+    events only, this thread), for the guards on the Python values those functions read."""
+
+    def __enter__(self) -> "_FunctionsRun":
+        self._previous = sys.getprofile()
+        sys.setprofile(self._event)
+        return self
+
+    def _event(self, frame, event, arg) -> None:
+        if event == "call" and frame.f_code not in self:
+            self[frame.f_code] = frame.f_globals
+        if self._previous is not None:
+            self._previous(frame, event, arg)
+
+    def __exit__(self, *exc) -> None:
+        sys.setprofile(self._previous)
 
 
 def _holds_state(value: Any) -> bool:
@@ -103,13 +128,13 @@ def _input_names(fn: Callable, args: tuple, kwargs: dict, flat: list) -> list[st
         return [f"arg{i}" for i in range(len(flat))]
     names: list[str] = []
     for pname, value in bound.arguments.items():
-        leaves = pytree.tree_leaves(value)
+        leaves = trees.leaves(value)
         if isinstance(value, torch.Tensor) or len(leaves) == 1 and leaves[0] is value:
             names.append(pname)
         elif isinstance(value, (tuple, list)) and inspect.signature(fn).parameters[pname].kind \
                 is inspect.Parameter.VAR_POSITIONAL:
             for j, v in enumerate(value):
-                sub = pytree.tree_leaves(v)
+                sub = trees.leaves(v)
                 names += [f"{pname}{j}"] if len(sub) == 1 else [f"{pname}{j}_{k}" for k in range(len(sub))]
         else:
             names += [f"{pname}_{k}" for k in range(len(leaves))]
@@ -180,26 +205,37 @@ class _Recorder(TorchFunctionMode):
         if self.reason is None:
             self.reason = f"{reason} (at {_user_location()})"
 
-    def _to_nodes(self, value: Any) -> Any:
+    def _to_node(self, value: Any) -> Any:
         if isinstance(value, torch.Tensor):
             return self.node_for(value)
-        if isinstance(value, (tuple, list)) and not hasattr(value, "_fields"):
-            return type(value)(self._to_nodes(v) for v in value)
-        if isinstance(value, dict):
-            return {k: self._to_nodes(v) for k, v in value.items()}
-        if isinstance(value, slice):
-            return slice(self._to_nodes(value.start), self._to_nodes(value.stop), self._to_nodes(value.step))
+        if trees.unmappable(value):  # its tensors would be recorded as constants: baked, not read
+            raise Refused(f"a {type(value).__name__} passed to a torch call is a container capture cannot "
+                          "look into (not a tuple, list, dict, namedtuple or dataclass pytree knows); "
+                          "pass a tuple or a list")
         return value
 
+    def _to_nodes(self, value: Any) -> Any:
+        return trees.map_leaves(self._to_node, value)
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        # what runs from here on is the recording (the builder, substituted stages), not the program:
+        # _FunctionsRun does not watch it
+        profile = sys.getprofile()
+        sys.setprofile(None)
+        try:
+            return self._record(func, types, args, kwargs)
+        finally:
+            sys.setprofile(profile)
+
+    def _record(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if self.reason is not None:  # already refused: just finish the call eagerly
             return func(*args, **kwargs)
         name = opnames.canonical_name(func)
         if name == "__iter__":  # iterating a tensor unbinds it along dim 0: record that
             return iter(self.__torch_function__(torch.unbind, types, (args[0],), {}))
-        node_args, node_kwargs = self._to_nodes(tuple(args)), self._to_nodes(kwargs)
         try:
+            node_args, node_kwargs = self._to_nodes(tuple(args)), self._to_nodes(kwargs)
             result, recorded = self.builder.call(func, node_args, node_kwargs, tuple(args), kwargs, op=name)
         except Refused as refusal:
             self.refuse(str(refusal))

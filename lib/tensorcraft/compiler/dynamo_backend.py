@@ -26,16 +26,27 @@ from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx
-from torch.utils import _pytree as pytree
 
+from .. import trees
 from . import opnames
 from ..stages import swappable
 from .builder import GraphBuilder, Refused, is_inplace
 from .ir import Graph
+from .training import need_grad
 from .pipeline import compile_graph
 
 
-_STATEFUL_IN_TRAINING = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+
+
+def _as_functional(module: torch.nn.Module, args: tuple) -> tuple[str, tuple] | None:
+    """(name, args) of the functional call a stateful module makes, for the ``refusal`` stage to judge
+    (a dropout draws a mask in training mode; a batch norm updates its running statistics)."""
+    if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+        return "dropout", (args[0], module.p, module.training)
+    if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+        training = module.training or (module.running_mean is None and module.running_var is None)
+        return "batch_norm", (args[0], module.running_mean, module.running_var, module.weight, module.bias, training)
+    return None
 
 
 class _Converter(torch.fx.Interpreter):
@@ -59,7 +70,7 @@ class _Converter(torch.fx.Interpreter):
             elif n.op == "get_attr":
                 self.ours[n] = self.builder.param(result, n.target) if isinstance(result, torch.Tensor) else result
             elif n.op == "output":
-                flat, spec = pytree.tree_flatten(self._map(n.args[0]))
+                flat, spec = trees.flatten(self._map(n.args[0]))
                 self.builder.output(flat, spec)
             return result
         args, kwargs = self._map(n.args), self._map(n.kwargs)
@@ -71,8 +82,10 @@ class _Converter(torch.fx.Interpreter):
             func, op = getattr(torch.Tensor, n.target), opnames.canonical_name(n.target)
         elif n.op == "call_module":  # only in hand-traced graphs (Dynamo inlines modules)
             func, op = self.fetch_attr(n.target), type(self.fetch_attr(n.target)).__name__
-            if func.training and isinstance(func, _STATEFUL_IN_TRAINING):
-                raise Refused(f"{op} in training mode draws randomness or updates statistics: {n.format_node()}")
+            judged = _as_functional(func, real_args)
+            why = opnames.refusal(*judged, {}) if judged is not None else None  # the `refusal` stage decides
+            if why is not None:
+                raise Refused(f"{op}: {why}: {n.format_node()}")
         else:
             func, op = n.target, opnames.canonical_name(n.target)
         try:
@@ -114,14 +127,11 @@ def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, backend:
             print(f"tensorcraft dynamo_backend: running this graph eagerly because {why}")
         return run_eagerly
     params = [n.attrs["value"] for n in graph.params]
-    need_grad = torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
-                                                for t in [*example_inputs, *params])
-    compiled = compile_graph(graph, backend=backend, passes=passes, debug=debug, need_grad=need_grad)
+    compiled = compile_graph(graph, backend=backend, passes=passes, debug=debug,
+                             need_grad=need_grad(example_inputs, params))
 
     def run(*args: Any) -> Any:
-        need_grad = torch.is_grad_enabled() and (
-            any(isinstance(a, torch.Tensor) and a.requires_grad for a in args) or any(p.requires_grad for p in params))
-        return compiled.run(args, params, need_grad)
+        return compiled.run(args, params, need_grad(args, params))
 
     run.compiled, run.reason = compiled, None  # type: ignore[attr-defined]  (for inspection: run.compiled.source)
     return run

@@ -38,12 +38,15 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
+from .. import trees
+
 # Names generated code uses for itself; node names never take them.
 RESERVED = {"torch", "operator", "tensorcraft", "forward", "math", "functional"} | set(dir(builtins)) \
     | set(keyword.kwlist)
 KINDS = ("placeholder", "param", "constant", "call", "kernel", "output")
 
 
+@trees.keep_whole
 @dataclass(eq=False)
 class Node:
     """One value of the program. Identity matters (eq=False): two nodes are never 'equal'."""
@@ -90,35 +93,14 @@ class Node:
         return f"%{self.name}"
 
 
-def _leaves(value: Any) -> Iterator[Any]:
-    """Walk nested tuples / lists / dicts / slices of arguments and yield the leaves."""
-    if isinstance(value, (tuple, list)):
-        for v in value:
-            yield from _leaves(v)
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _leaves(v)
-    elif isinstance(value, slice):
-        yield from _leaves((value.start, value.stop, value.step))
-    else:
-        yield value
+def _leaves(value: Any) -> list[Any]:
+    """The leaves of nested arguments (the one walker: ``tensorcraft.trees``)."""
+    return trees.leaves(value)
 
 
 def map_args(value: Any, fn: Callable[[Node], Any]) -> Any:
     """Rebuild nested arguments with every Node replaced by fn(node)."""
-    if isinstance(value, Node):
-        return fn(value)
-    if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(map_args(v, fn) for v in value)
-    if isinstance(value, tuple):  # namedtuple
-        return type(value)(*(map_args(v, fn) for v in value))
-    if isinstance(value, list):
-        return [map_args(v, fn) for v in value]
-    if isinstance(value, dict):
-        return {k: map_args(v, fn) for k, v in value.items()}
-    if isinstance(value, slice):
-        return slice(map_args(value.start, fn), map_args(value.stop, fn), map_args(value.step, fn))
-    return value
+    return trees.map_leaves(lambda v: fn(v) if isinstance(v, Node) else v, value)
 
 
 class Graph:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import torch
-from torch.utils import _pytree as pytree
 
+from .. import trees
 from .codegen import backends
 from .codegen.wrapper import WrapperCode, generate_wrapper
 from .ir import Graph, Node
@@ -63,7 +63,7 @@ class CompiledGraph:
         if not need_grad or not self.has_kernels:
             outs = self.fn(*[flat_inputs[i] for i in self.code.placeholder_indices],
                            *[params[i] for i in self._param_positions])
-            return outs[0] if self._single_output else pytree.tree_unflatten(list(outs), self.captured.output_spec)
+            return outs[0] if self._single_output else trees.unflatten(list(outs), self.captured.output_spec)
         positions = [i for i, v in enumerate(flat_inputs) if isinstance(v, torch.Tensor)]
 
         def forward(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:  # inputs, then module tensors
@@ -79,7 +79,7 @@ class CompiledGraph:
         values = run_with_gradients(forward, self.captured, flat_inputs, self.param_names, params)
         for i, t in zip(self._tensor_outputs, values):
             outs[i] = t
-        return pytree.tree_unflatten(outs, self.captured.output_spec)
+        return trees.unflatten(outs, self.captured.output_spec)
 
     def folds_values(self) -> bool:
         """Did the passes bake in values computed at compile time (from constants, or from parameters in
@@ -127,9 +127,11 @@ def compile_graph(graph: Graph, backend: str | Callable | None = None, passes: S
                   wrapper: Callable[..., WrapperCode] = generate_wrapper) -> CompiledGraph:
     """Optimize ``graph`` (a captured Graph, left unchanged) and turn it into a callable.
 
-    Every stage can be replaced: ``passes`` (a list of Graph -> Graph functions or names; None:
-    ``GRADIENT_PASSES`` when ``need_grad``, else ``DEFAULT_PASSES``), ``backend`` (a name or a
-    compile_kernel function), ``planner`` and ``wrapper``.
+    ``passes``: a list of Graph -> Graph functions or names (None: ``GRADIENT_PASSES`` when
+    ``need_grad``, else ``DEFAULT_PASSES``); ``backend``: a name or a compile_kernel function. The way
+    to swap any other stage is ``tensorcraft.substitute(plan_memory=..., generate_wrapper=...)``;
+    ``planner=`` and ``wrapper=`` stay only because notebook 10 and a test pass them: they call the
+    given function in that one place, without a substitute (so it may call the library's stage).
     """
     if passes is None:
         passes = GRADIENT_PASSES if need_grad else DEFAULT_PASSES

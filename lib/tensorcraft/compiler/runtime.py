@@ -4,8 +4,9 @@
     1. flattens its arguments and looks for a cached entry whose guards all hold -> runs it;
     2. otherwise captures the call (which runs it eagerly, so this call's answer is eager's),
        compiles the graph, and caches it with its guards;
-    3. when capture refuses (data-dependent control flow, randomness, ...) the entry is an
-       "eager" one: later matching calls run eagerly, and explain() says why;
+    3. when capture refuses (data-dependent control flow, randomness, a container it cannot look
+       into, ...) or the graph depends on a Python value no guard can watch (``guards.Unguardable``),
+       the entry is an "eager" one: later matching calls run eagerly, and explain() says why;
     4. past ``cache_limit`` entries (8, as torch.compile), a new signature runs eagerly with a warning.
 While a ``tensorcraft.substitute(...)`` block is in force the cache is neither read nor filled:
 every call captures, compiles with the substitute stages and returns what the compiled code computes
@@ -26,12 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import torch
-from torch.utils import _pytree as pytree
 
-from .. import stages
+from .. import stages, trees
 from .capture import capture
-from .guards import Guards, build_guards, check_guards, plain_values
+from .guards import Guards, Unguardable, build_guards, check_guards, plain_values
 from .pipeline import CompiledGraph, Pass, compile_graph
+from .training import need_grad as call_needs_grad
 
 DEFAULT_CACHE_LIMIT = 8
 # Substitutes for these stages decide cache hits themselves: the cache stays in use while they are in force.
@@ -78,9 +79,9 @@ class Compiler:
         if not kwargs and all(isinstance(a, torch.Tensor) for a in args):  # the common case, without pytree
             flat, spec = list(args), self._specs.get(len(args))
             if spec is None:
-                spec = self._specs[len(args)] = pytree.tree_flatten((args, kwargs))[1]
+                spec = self._specs[len(args)] = trees.flatten((args, kwargs))[1]
         else:
-            flat, spec = pytree.tree_flatten((args, kwargs))
+            flat, spec = trees.flatten((args, kwargs))
         training = None if self.module is None else self.module.training
         if stages.substitutions_active(ignoring=GUARD_STAGES):  # a learner's stage is in force: build afresh, cache nothing
             return self._compile_and_run(args, kwargs, flat, spec, training, cache=False)
@@ -110,12 +111,17 @@ class Compiler:
         return self._compile_and_run(args, kwargs, flat, spec, training)
 
     def _compile_and_run(self, args, kwargs, flat, spec, training, cache: bool = True) -> Any:
-        need_grad = torch.is_grad_enabled() and (
-            any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat)
-            or (self.module is not None and any(p.requires_grad for p in self.module.parameters())))
+        need_grad = call_needs_grad(flat, self.module.parameters() if self.module is not None else ())
         frozen = not need_grad and not training
         captured = capture(self.fn, args, kwargs, module=self.module)
         names = captured.input_names
+        values: list = []
+        if captured.graph is not None:
+            try:  # before compiling: a value no guard can watch makes this an eager entry
+                values = plain_values(self.fn, self.module, captured.ran,
+                                      [v for v in flat if not isinstance(v, torch.Tensor)])
+            except Unguardable as refusal:
+                captured.graph, captured.reason = None, str(refusal)
         if captured.graph is None:
             if cache:
                 guards = build_guards(flat, spec, names, training, [], [], frozen)
@@ -135,7 +141,7 @@ class Compiler:
         folds = compiled.folds_values()
         guards = build_guards(flat, spec, names, training, compiled.param_names, params, frozen, captured.constants,
                               baked=compiled.optimized.baked, folded_constants=folds,
-                              values=plain_values(self.fn, self.module))
+                              values=values)
         self.entries.append(Entry(guards, compiled, fetch=fetch, need_grad=need_grad))
         return captured.result  # the capturing call ran eagerly: its answer is eager's
 

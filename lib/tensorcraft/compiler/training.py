@@ -18,7 +18,7 @@ GELU's backward with the bias gradient's sum) under one backward of its own.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
@@ -55,6 +55,13 @@ class _Recompute(torch.autograd.Function):
                 if pairs and wanted else [None] * len(wanted)
         it = iter(grads)
         return (None, None, None, *[next(it) if leaf.requires_grad else None for leaf in leaves])
+
+
+def need_grad(*groups: Iterable[Any]) -> bool:
+    """Whether a call must record gradients (and so run through the autograd wrapper): grad mode is on
+    and some input or module tensor requires grad. The one place this is decided, for both front-ends."""
+    return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
+                                           for group in groups for t in group)
 
 
 def run_with_gradients(forward: Callable[[Sequence[torch.Tensor]], Sequence[Any]], captured: Graph,

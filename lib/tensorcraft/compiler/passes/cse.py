@@ -11,22 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import trees
 from ...stages import swappable
 from ..ir import Graph, Node, returned_storages
 
 
 def _key(value: Any) -> Any:
-    """A hashable stand-in for an argument; raises TypeError for what cannot be compared."""
-    if isinstance(value, Node):
-        return ("node", id(value))
-    if isinstance(value, (tuple, list)):
-        return (type(value).__name__, tuple(_key(v) for v in value))
-    if isinstance(value, dict):
-        return ("dict", tuple(sorted((k, _key(v)) for k, v in value.items())))
-    if isinstance(value, slice):
-        return ("slice", _key(value.start), _key(value.stop), _key(value.step))
-    hash(value)
-    return (type(value).__name__, value)
+    """A hashable stand-in for an argument (the structure, then each leaf: a node by identity, the
+    rest by type and value); raises TypeError for what cannot be compared."""
+    leaves, spec = trees.flatten(value)
+    key = (spec, tuple(("node", id(v)) if isinstance(v, Node) else (type(v).__name__, v) for v in leaves))
+    hash(key)
+    return key
 
 
 @swappable

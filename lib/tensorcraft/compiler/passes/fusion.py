@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..codegen.kernel import Buffer, Kernel, Output, Stmt
+from ..plans import Buffer, Kernel, Output, Stmt
 from ..ir import Graph, Node
 from ...stages import swappable
 from .dce import eliminate_dead_code

@@ -22,43 +22,7 @@ import torch
 
 from ...stages import swappable
 from ..ir import Graph, Node
-
-
-@dataclass
-class Slot:
-    numel: int
-    dtype: torch.dtype
-    device: torch.device
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel * self.dtype.itemsize
-
-
-@dataclass
-class MemoryPlan:
-    slot_of: dict[Node, int] = field(default_factory=dict)        # kernel-output node -> slot index
-    fresh: set[Node] = field(default_factory=set)                 # kernel outputs allocated each call
-    slots: list[Slot] = field(default_factory=list)
-    last_use: dict[Node, int] = field(default_factory=dict)       # node -> index of its last reader
-    frees_after: dict[int, list[Node]] = field(default_factory=dict)  # node index -> values to delete
-    unplanned_bytes: int = 0      # every intermediate in its own buffer, none freed
-    eager_peak_bytes: int = 0     # freed at last use, never reused (what eager achieves)
-    planned_peak_bytes: int = 0   # with slots (held for the whole call) + everything else freed at last use
-
-    def summary(self) -> str:
-        return (f"memory plan: {len(self.slots)} reusable slot(s) ({_kb(sum(s.nbytes for s in self.slots))}), "
-                f"{len(self.slot_of)} kernel buffer(s) placed in them; peak {_kb(self.planned_peak_bytes)} planned, "
-                f"{_kb(self.eager_peak_bytes)} freeing at last use, {_kb(self.unplanned_bytes)} unplanned")
-
-
-def _kb(n: int) -> str:
-    return f"{n / 1024:.1f} KiB"
-
-
-def is_kernel_output(node: Node) -> bool:
-    return node.kind == "call" and node.op == "getitem" and isinstance(node.args[0], Node) \
-        and node.args[0].kind == "kernel"
+from ..plans import MemoryPlan, Slot, _kb, is_kernel_output  # noqa: F401 (the plan's data)
 
 
 def allocates(node: Node) -> bool:
