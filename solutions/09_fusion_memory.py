@@ -645,7 +645,8 @@ print(inductor_text[call_start:inductor_text.index("return", call_start)].rstrip
 #   liveness goes through `node.storage`.
 # - **Off by one.** A slot is free for kernels *after* the last use of its value, not at it.
 # - **Ignoring dtype and size.** A slot holds one dtype on one device and must be large enough.
-# - **Calling conv + batchnorm + ReLU "operator fusion".** The blog post this course grew from gives
+# - **Calling conv + batchnorm + ReLU "operator fusion".** The blog post this course grew from
+#   (see the course home) gives
 #   it as the example of fusion. Folding a batchnorm into the convolution's weights (notebook 08) is
 #   arithmetic on the weights, done once; kernel fusion, the topic here, merges loops. Inductor keeps
 #   the convolution itself an extern call and fuses the elementwise ops after it.
