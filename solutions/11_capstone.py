@@ -652,8 +652,9 @@ plt.show()
 # %%
 def seconds_per_op(graph, namespace, inputs, params, repeat=15):
     """Seconds per call spent in the nodes of each op, running the graph node by node (fused kernels
-    through their compiled code, found in the wrapper's namespace); per op, the median of ``repeat``."""
-    totals = {}
+    through their compiled code, found in the wrapper's namespace); per op, the median of ``repeat``.
+    Also the quartiles of the whole graph's time over the repeats (the spread)."""
+    totals, whole = {}, []
     for _ in range(repeat):
         env, spent = {}, {}
         for node in graph.nodes[:-1]:                        # the last node is the output
@@ -678,20 +679,24 @@ def seconds_per_op(graph, namespace, inputs, params, repeat=15):
                 spent[op] = spent.get(op, 0.0) + time.perf_counter() - start
         for op, seconds in spent.items():
             totals.setdefault(op, []).append(seconds)
-    return {op: statistics.median(s) for op, s in totals.items()}
+        whole.append(sum(spent.values()))
+    quartiles = statistics.quantiles(whole, n=4, method="inclusive")
+    return {op: statistics.median(s) for op, s in totals.items()}, (quartiles[0], quartiles[2])
 
 
 params = dict(model.named_parameters())
 with torch.no_grad():
-    by_op = {"eager (captured graph)": seconds_per_op(captured, {}, [x], params),
-             "your pipeline": seconds_per_op(optimized, code.namespace, [x], params),
-             "without decompose": seconds_per_op(lean.compiled.optimized, {}, [x], params)}
+    measured_ops = {"eager (captured graph)": seconds_per_op(captured, {}, [x], params),
+                    "your pipeline": seconds_per_op(optimized, code.namespace, [x], params),
+                    "without decompose": seconds_per_op(lean.compiled.optimized, {}, [x], params)}
+by_op = {name: medians for name, (medians, _) in measured_ops.items()}
 
 ops = sorted({op for d in by_op.values() for op in d}, key=lambda op: -by_op["eager (captured graph)"].get(op, 0))
 print(f"{'op':16}" + "".join(f"{name:>24}" for name in by_op))
 for op in ops:
     print(f"{op:16}" + "".join(f"{d.get(op, 0) * 1e6:21.0f} us" for d in by_op.values()))
 print(f"{'sum':16}" + "".join(f"{sum(d.values()) * 1e6:21.0f} us" for d in by_op.values()))
+print(f"{'whole, IQR':16}" + "".join(f"{f'{low * 1e6:.0f}–{high * 1e6:.0f}':>21} us" for _, (low, high) in measured_ops.values()))
 
 fig, ax = plt.subplots(figsize=(8, 2.8))
 left = {name: 0.0 for name in by_op}
