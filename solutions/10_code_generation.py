@@ -587,16 +587,16 @@ counted = tc.compile(long_chain, backend="python")
 counted(big_x, big_y)  # captures the graph
 chain_ops = [node.op for node in counted.compiled.captured.nodes if node.kind == "call"]
 print(f"{len(chain_ops)} operations ({', '.join(chain_ops)}), {len(chain_ops) - 1} intermediates")
-start = time.perf_counter()
-inductor_chain = torch.compile(long_chain)
-inductor_chain(big_x, big_y)
-print(f"torch.compile, first call of the chain: {time.perf_counter() - start:.1f} s")
-versions = {
-    "eager": long_chain,
-    "torch.compile": inductor_chain,
-    "tc python": tc.compile(long_chain, backend="python"),
-    "tc c (library)": tc.compile(long_chain, backend="c"),
-}
+versions = {"eager": long_chain}
+if os.environ.get("NBGRADER_EXECUTION"):  # set while grading, where a cell may run 30 s
+    print("torch.compile is left out while grading (its compile can take longer than a cell may)")
+else:
+    start = time.perf_counter()
+    inductor_chain = torch.compile(long_chain)
+    inductor_chain(big_x, big_y)
+    print(f"torch.compile, first call of the chain: {time.perf_counter() - start:.1f} s")
+    versions["torch.compile"] = inductor_chain
+versions |= {"tc python": tc.compile(long_chain, backend="python"), "tc c (library)": tc.compile(long_chain, backend="c")}
 try:
     c_source(kernel)
     # your C, plugged in through backend=: a function from a kernel to a compiled kernel
@@ -607,7 +607,7 @@ expected = long_chain(big_x, big_y)
 timings = {}
 for label, fn in versions.items():
     fn(big_x, big_y)  # warm-up (compiles on a first call)
-    timings[label] = time_call(fn, big_x, big_y)
+    timings[label] = time_call(fn, big_x, big_y, min_run_time=0.1)
 seconds = {label: t.median for label, t in timings.items()}
 for label, fn in versions.items():
     error = (fn(big_x, big_y) - expected).abs().max().item()
@@ -617,7 +617,9 @@ for label, fn in versions.items():
 # %%
 fig, ax = plt.subplots(figsize=(7, 3))
 labels = list(seconds)
-ax.barh(labels, [1000 * seconds[k] for k in labels], color=["gray", "tab:orange", "tab:blue", "tab:green", "tab:red"][:len(labels)],
+palette = {"eager": "gray", "torch.compile": "tab:orange", "tc python": "tab:blue", "tc c (library)": "tab:green",
+           "tc c (your c_source)": "tab:red"}
+ax.barh(labels, [1000 * seconds[k] for k in labels], color=[palette[k] for k in labels],
         xerr=[[1000 * (timings[k].median - timings[k].low) for k in labels],
               [1000 * (timings[k].high - timings[k].median) for k in labels]], capsize=3)
 for i, k in enumerate(labels):
