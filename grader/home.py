@@ -4,6 +4,7 @@ It lists the modules in order with their goals and time (written by `python -m g
 the notebooks themselves, see :mod:`grader.syllabus`), and one cell that shows the learner's
 progress per notebook, read from the outcomes their own checks recorded (:mod:`grader.progress`):
 run it again and it is up to date. It is not an assignment: nothing in it is graded.
+It also says, once, where the course comes from (the blog post notebooks 06 and 09 mention).
 """
 from __future__ import annotations
 
@@ -23,6 +24,20 @@ SYMBOL = {progress.PASSED: "✓", progress.ATTEMPTED: "✗", progress.NOT_STARTE
 COLOUR = {progress.PASSED: "#2e8b57", progress.ATTEMPTED: "#e0a030", progress.NOT_STARTED: "#d0d0d0"}
 
 PROGRESS_CODE = "from grader.home import show_progress\n\nshow_progress()"
+
+# Where the course comes from (notebooks 06 and 09 refer to "the blog post this course grew from").
+SOURCE_NOTE = (
+    "## Where this course comes from\n\n"
+    "The course grew from a blog post written in Chinese, which is not among the course files: "
+    "notes on the same three tools. It explains what happens when "
+    "`torch.compile(model)` is called (the graph captured on the first call; optimisations such as "
+    "operator fusion, constant folding, dead-code elimination and memory reuse; code generated for "
+    "the CPU or the GPU; a compiled object with the model's own interface), how a `torch.einsum` "
+    "equation reads and what it computes written as loops, and einops' `rearrange` and `reduce`. "
+    "The notebooks are our own text, in their own order. Where the post says something that "
+    "torch 2.13, numpy or einops do not do, the notebook on that topic says what they do instead, "
+    "in a *common mistake* with a cell that shows it (notebooks 01, 02, 03, 06 and 09; 06 and 09 "
+    "name the post).")
 
 
 def _module_markdown(module: Module) -> str:
@@ -47,6 +62,7 @@ def home_notebook(modules: list[Module]) -> nbformat.NotebookNode:
         "date. Each check you run records its outcome in `notebooks/.progress.json`, on this machine "
         "only; nothing is sent anywhere.")
     cells = [nbformat.v4.new_markdown_cell(intro, id="home-intro"),
+             nbformat.v4.new_markdown_cell(SOURCE_NOTE, id="home-source"),
              nbformat.v4.new_markdown_cell("## Modules", id="home-modules")]
     cells += [nbformat.v4.new_markdown_cell(_module_markdown(m), id=f"module-{m.name}") for m in modules]
     cells.append(nbformat.v4.new_markdown_cell(

@@ -27,13 +27,13 @@
 # %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import itertools
 import math
-import time
 
 import matplotlib.pyplot as plt
 import torch
 
 import tensorcraft
 from tensorcraft.einstein import loops
+from tensorcraft.timing import time_call
 from grader.checks.nb03_einsum_loops import check_count_iterations, check_einsum_loops, check_loop_code
 
 _ = torch.manual_seed(0)
@@ -464,30 +464,27 @@ except NotImplementedError:
 # How much does the definition cost next to `torch.einsum`? The cell below times an n × n matrix
 # product for a few n with three implementations: the library's `einsum_loops` (it loops over
 # numpy entries), the library's generated code (it loops over torch entries, as yours does), and
-# `torch.einsum`. Timings on a shared machine are noisy; each is the best of a few runs.
+# `torch.einsum`. Timings on a shared machine are noisy: each is the median of repeated calls
+# (`time_call`, used for every time in this course), drawn with a bar over the interquartile
+# range, in which half of the calls fall.
 
 # %%
-def best_time(fn, repeats):
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 sizes = [2, 4, 8, 16]
-timings = {"einsum_loops (numpy entries)": [], "generated loops (torch entries)": [], "torch.einsum": []}
+measured = {"einsum_loops (numpy entries)": [], "generated loops (torch entries)": [], "torch.einsum": []}
 for n in sizes:
     P, Q = torch.randn(n, n, dtype=torch.float64), torch.randn(n, n, dtype=torch.float64)
     run = loops.generated_function("ij,jk->ik", (n, n), (n, n))
-    timings["einsum_loops (numpy entries)"].append(best_time(lambda: loops.einsum_loops("ij,jk->ik", P, Q), 2))
-    timings["generated loops (torch entries)"].append(best_time(lambda: run(P, Q), 2 if n < 16 else 1))
-    timings["torch.einsum"].append(best_time(lambda: torch.einsum("ij,jk->ik", P, Q), 20))
+    measured["einsum_loops (numpy entries)"].append(time_call(loops.einsum_loops, "ij,jk->ik", P, Q, min_run_time=0.05))
+    measured["generated loops (torch entries)"].append(time_call(run, P, Q, min_run_time=0.05))
+    measured["torch.einsum"].append(time_call(torch.einsum, "ij,jk->ik", P, Q, min_run_time=0.05))
+timings = {name: [t.median for t in ts] for name, ts in measured.items()}
 
 fig, ax = plt.subplots(figsize=(6, 4))
-for name, seconds in timings.items():
-    ax.loglog(sizes, seconds, "o-", label=name)
+for name, ts in measured.items():
+    ax.errorbar(sizes, [t.median for t in ts], yerr=[[t.median - t.low for t in ts], [t.high - t.median for t in ts]],
+                fmt="o-", capsize=3, label=name)
+ax.set_xscale("log")
+ax.set_yscale("log")
 ax.loglog(sizes, [timings["generated loops (torch entries)"][0] * (n / sizes[0]) ** 3 for n in sizes], "k:",
           label="slope 3 (time ∝ n³)")
 ax.set_xticks(sizes, [str(n) for n in sizes])
@@ -497,10 +494,10 @@ ax.set_title("ij,jk->ik: loops against torch.einsum")
 ax.legend(fontsize=8)
 plt.show()
 
-for n, loop_s, einsum_s in zip(sizes, timings["generated loops (torch entries)"], timings["torch.einsum"]):
-    print(f"n = {n:2}: {n ** 3:5} iterations, generated loops {loop_s * 1e3:8.2f} ms "
-          f"({loop_s / n ** 3 * 1e6:5.1f} µs per iteration), torch.einsum {einsum_s * 1e6:6.1f} µs, "
-          f"ratio {loop_s / einsum_s:8.0f}")
+for n, loop_t, einsum_t in zip(sizes, measured["generated loops (torch entries)"], measured["torch.einsum"]):
+    print(f"n = {n:2}: {n ** 3:5} iterations, generated loops {loop_t!s:<26} "
+          f"({loop_t.median / n ** 3 * 1e6:5.1f} µs per iteration), torch.einsum {einsum_t!s:<26} "
+          f"ratio {loop_t.median / einsum_t.median:8.0f}")
 
 # %% [markdown]
 # On a log-log plot a cost that grows like n³ is a straight line of slope 3, and both loop

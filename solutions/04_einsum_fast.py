@@ -24,7 +24,6 @@
 # %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import itertools
 import math
-import time
 
 import matplotlib.pyplot as plt
 import opt_einsum
@@ -33,25 +32,16 @@ import torch
 import tensorcraft as tc
 from grader.checks.nb04_einsum_fast import check_contract_pair, check_greedy_path, check_path_flops
 from tensorcraft.einstein.lower import plan_pair
+from tensorcraft.timing import time_call
 
 torch.manual_seed(0)
 # One thread for the whole notebook: the timings below then compare the same single-threaded
 # kernels, and do not depend on whether the other cores are busy (a thread that waits for a
 # descheduled partner can make one product 100 times slower on a shared machine).
 torch.set_num_threads(1)
-
-
-def best_time(fn, calls=200, repeats=5):
-    """Seconds per call: the best of `repeats` batches of `calls` calls (the least disturbed one)."""
-    fn()
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best
-
+# Every time below is `time_call`'s: the median of many blocks of calls, with the interquartile
+# range (half of the blocks took a time inside it), so that a busy moment moves the spread, not
+# the conclusion.
 
 # %% [markdown]
 # ## One contraction is one matrix product
@@ -63,8 +53,8 @@ def best_time(fn, calls=200, repeats=5):
 # |---|---|---|
 # | **batch** | in A, in B and in the output | `b` |
 # | **summed** | in A and in B, not in the output | `j` |
-# | **left** | in A only (so it must be in the output) | `i` |
-# | **right** | in B only (so it must be in the output) | `k` |
+# | **left** | in A only, and in the output | `i` |
+# | **right** | in B only, and in the output | `k` |
 #
 # The result is then a batched matrix product. Permute A's dimensions into the order
 # batch, left, summed, and reshape it to a 3-D tensor of shape (B, M, K), where B is the product
@@ -99,8 +89,15 @@ print(plan_pair("bhqd", (2, 4, 8, 16), "bhkd", (2, 4, 8, 16), keep="bhqk", resul
 # %% [markdown]
 # `tc.einsum` does this for every pair it contracts. (Before the product it also takes
 # diagonals for repeated labels, drops size-1 dimensions that broadcast, and sums labels that only
-# one operand has and nobody needs; what is left is exactly the four groups above.)
-#
+# one operand has and nobody needs; what is left is exactly the four groups above.) So a label
+# that one operand alone has need not be in the output: in `ij,jk->k`, `i` is summed out of A
+# first, and the product is then a vector times a matrix:
+
+# %%
+A, B = torch.randn(2, 3), torch.randn(3, 4)
+print("ij,jk->k equals A.sum(0) @ B:", torch.allclose(torch.einsum("ij,jk->k", A, B), A.sum(0) @ B))
+
+# %% [markdown]
 # ## Exercise 1 — the two-operand lowering (3 points)
 #
 # Write `contract_pair(a, a_labels, b, b_labels, out_labels)`:
@@ -208,17 +205,16 @@ for name, product in [("torch.einsum", lambda: torch.einsum("ij,jk->ik", a, b)),
 # What einsum adds is work on the equation: reading the string, matching labels to dimensions,
 # deciding the permutes. That costs microseconds, whatever the sizes. On tiny matrices, where
 # the product itself takes about as long, `@` is clearly faster; on large ones the same few
-# microseconds vanish next to the product. Measured here (the best of 15 short batches;
+# microseconds vanish next to the product. Measured here (medians, with the interquartile range;
 # on a shared machine the numbers move, the ratios less):
 
 # %%
 for n in (4, 256):
     a, b = torch.randn(n, n), torch.randn(n, n)
-    calls = 100 if n < 64 else 1
-    t_at = best_time(lambda: a @ b, calls, repeats=15)
-    t_einsum = best_time(lambda: torch.einsum("ij,jk->ik", a, b), calls, repeats=15)
-    print(f"{n:>4} x {n:<4}  a @ b {t_at * 1e6:9.1f} us   torch.einsum {t_einsum * 1e6:9.1f} us   "
-          f"einsum / @ = {t_einsum / t_at:4.2f}")
+    t_at = time_call(lambda: a @ b)
+    t_einsum = time_call(lambda: torch.einsum("ij,jk->ik", a, b))
+    print(f"{n:>4} x {n:<4}  a @ b {t_at!s:<28} torch.einsum {t_einsum!s:<28} "
+          f"einsum / @ = {t_einsum.median / t_at.median:4.2f}")
 
 # %% [markdown]
 # So "call the matrix product directly" matters for small operands in a hot loop; for large
@@ -243,7 +239,10 @@ for n in (4, 256):
 #
 # A **path** lists the steps, opt_einsum's format: each step is a tuple of positions in the
 # *current* list of operands; those operands are removed, the others close up, and the result is
-# appended at the end. `tc.contract_path` prints the same report as opt_einsum's:
+# appended at the end. `tc.contract_path` returns the path and a report whose header holds the
+# same figures as opt_einsum's (opt_einsum writes exponents without their leading zero); below
+# the header, ours lists each step's positions and FLOPs, where opt_einsum's lists each step's
+# scaling and the BLAS kernel it would use:
 
 # %%
 chain = ((1000, 10), (10, 1000), (1000, 10))
@@ -253,6 +252,8 @@ for path in ([(0, 1), (0, 1)], [(1, 2), (0, 1)]):
     print(f"path {path}: tensorcraft {info.opt_cost:,} FLOPs, opt_einsum {int(theirs.opt_cost):,} FLOPs")
 print()
 print(info)
+print()
+print(theirs)
 
 # %% [markdown]
 # ## Exercise 2 — the FLOPs of a path (2 points)
@@ -308,7 +309,15 @@ check_path_flops(path_flops, hidden=True)
 #
 # The **optimal** search tries every order of pairwise contractions and keeps the cheapest. With
 # n operands there are (n choose 2) first steps, then ((n−1) choose 2), and so on: 3 orders for 3
-# operands, 180 for 5, 2,700 for 6, over 10^16 for 20. `tc.einsum` searches exhaustively up to 6
+# operands, 180 for 5, 2,700 for 6, about 5.6 × 10^29 for 20:
+
+# %%
+for n in (3, 5, 6, 10, 20):
+    print(f"{n:>2} operands: {math.prod(math.comb(k, 2) for k in range(2, n + 1)):.3g} orders")
+
+# %% [markdown]
+# Pruning (dropping a partial order as soon as it costs more than the best complete one) cuts
+# that down, but not to something polynomial. `tc.einsum` searches exhaustively up to 6
 # operands (and caches the plan per equation and shapes); beyond, it uses a **greedy** search,
 # which picks one pair at a time and never reconsiders.
 #
@@ -348,8 +357,7 @@ plt.show()
 
 # %% [markdown]
 # Our searches cost the same as opt_einsum's on these equations (the greedy one is written after
-# opt_einsum's; the optimal one can find a cheaper path than opt_einsum's 'optimal', which takes
-# shortcuts on operands with equal labels):
+# opt_einsum's):
 
 # %%
 examples = [("ij,jk,kl->il", chain),
@@ -368,6 +376,38 @@ for equation, shapes in examples:
 # (the pair that frees the most memory) and pays 100 times the optimal cost, which first
 # multiplies each matrix by its vector. It is what scales, and on tensor networks it is usually
 # close.
+#
+# opt_einsum's 'optimal' is not always optimal either. On `b,bad,cad,da->b` (every size 10) ours
+# finds a cheaper path:
+
+# %%
+odd = ("b,bad,cad,da->b", (10,), (10, 10, 10), (10, 10, 10), (10, 10))
+for name, (path, cost) in {
+        "tensorcraft": (lambda p, i: (p, i.opt_cost))(*tc.contract_path(*odd, optimize="optimal")),
+        "opt_einsum": (lambda p, i: (p, int(i.opt_cost)))(*opt_einsum.contract_path(*odd, shapes=True, optimize="optimal")),
+}.items():
+    print(f"{name:<12} 'optimal' path {path}: {cost:,} FLOPs")
+
+# %% [markdown]
+# The reason is a cache. opt_einsum's search stores the result and cost of contracting a pair
+# under the two operands' labels alone, and reuses them wherever the same two label sets meet
+# again. But what a step keeps depends on the operands still waiting: `ad` with `abd` must keep
+# `a` and `d` while `acd` waits (1,000 FLOPs), and sums them when nothing waits (2,000 FLOPs,
+# a result `b`). The entry stored in one branch of the search is reused in the other, the costs
+# the search compares are wrong, and it discards the cheaper path. opt_einsum's own step costs:
+
+# %%
+from opt_einsum.paths import calc_k12_flops  # noqa: E402
+
+ad, abd, acd, ten = frozenset("ad"), frozenset("abd"), frozenset("acd"), dict.fromkeys("abcd", 10)
+for operands, waiting in (((ad, abd, acd), "acd waits"), ((ad, abd), "nothing waits")):
+    kept, flops = calc_k12_flops(operands, frozenset("b"), frozenset(range(len(operands))), 0, 1, ten)
+    print(f"ad with abd, {waiting:<13}: keeps {''.join(sorted(kept)):<3} {flops:>5,} FLOPs; "
+          f"opt_einsum's cache key is the same: {(operands[0], operands[1]) == (ad, abd)}")
+
+# %% [markdown]
+# Ours computes each step in its context (the operands left), which costs a little more search
+# time and is exact.
 #
 # ## Exercise 3 — a greedy path (3 points)
 #
@@ -465,18 +505,18 @@ from tensorcraft.einstein.networks import random_network  # noqa: E402
 import random  # noqa: E402
 
 net, net_sizes = random_network(random.Random(40), 40)
-t_ours = best_time(lambda: tc.einstein.path.greedy_path(net, frozenset(), net_sizes), calls=3)
-t_theirs = best_time(lambda: opt_einsum.paths.greedy([set(s) for s in net], set(), net_sizes), calls=3)
-print(f"40 operands, {len(net_sizes)} labels: tensorcraft {t_ours * 1e3:.1f} ms, opt_einsum {t_theirs * 1e3:.1f} ms")
+t_ours = time_call(tc.einstein.path.greedy_path, net, frozenset(), net_sizes)
+t_theirs = time_call(lambda: opt_einsum.paths.greedy([set(s) for s in net], set(), net_sizes))
+print(f"40 operands, {len(net_sizes)} labels: tensorcraft {t_ours}, opt_einsum {t_theirs}")
 
 # %% [markdown]
 # ## Timing: tensorcraft.einsum against torch.einsum
 #
 # Both run the same kernels (`torch.bmm`, `torch.mm`) for these equations; `tc.einsum` caches its
 # plan per equation and shapes, so a repeated call pays only for the tensor operations. CPU
-# rows always; CUDA rows only where a GPU is present. The sizes are small so that the cell runs
-# in a second or two; on a busy machine single rows can swing (the ratio column is what to read,
-# and `python -m benchmarks einsum` measures it carefully).
+# rows always; CUDA rows only where a GPU is present. Each time is a median, with its
+# interquartile range; the ratio is of the medians (`python -m benchmarks einsum` measures more
+# carefully, alternating the contenders).
 
 # %%
 cases = [("matmul 128^3", "ij,jk->ik", [(128, 128), (128, 128)]),
@@ -484,16 +524,50 @@ cases = [("matmul 128^3", "ij,jk->ik", [(128, 128), (128, 128)]),
          ("attention 2x4x64x32", "bhqd,bhkd->bhqk", [(2, 4, 64, 32), (2, 4, 64, 32)]),
          ("chain 200x10,10x200,200x10", "ij,jk,kl->il", [(200, 10), (10, 200), (200, 10)])]
 devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-print(f"{'case':<28} {'device':<6} {'torch.einsum us':>16} {'tc.einsum us':>13} {'ratio':>6}")
+print(f"{'case':<28} {'device':<6} {'torch.einsum':<28} {'tc.einsum':<28} {'tc / torch':>10}")
 for device in devices:
     for name, equation, shapes in cases:
         ts = [torch.randn(s, device=device) for s in shapes]
         sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-        t_torch = best_time(lambda: (torch.einsum(equation, *ts), sync()), calls=2, repeats=10)
-        t_ours = best_time(lambda: (tc.einsum(equation, *ts), sync()), calls=2, repeats=10)
-        print(f"{name:<28} {device:<6} {t_torch * 1e6:>16.1f} {t_ours * 1e6:>13.1f} {t_ours / t_torch:>6.2f}")
+        t_torch = time_call(lambda: (torch.einsum(equation, *ts), sync()), min_run_time=0.1)
+        t_ours = time_call(lambda: (tc.einsum(equation, *ts), sync()), min_run_time=0.1)
+        print(f"{name:<28} {device:<6} {t_torch!s:<28} {t_ours!s:<28} {t_ours.median / t_torch.median:>10.2f}")
 if not torch.cuda.is_available():
     print("no GPU here (torch.cuda.is_available() is False): the CUDA rows run only where one is present")
+
+# %% [markdown]
+# The chain row stands out: there `tc.einsum` is several times faster than `torch.einsum`, and
+# not because of its kernels. Both run the same two matrix products in the same order (the
+# chain's last two matrices first). But for three operands or more, `torch.einsum` asks
+# opt_einsum for a path **on every call**, a search written in Python; `tc.einsum` searches once
+# per equation and shapes and keeps the plan. Counting opt_einsum's searches during ten calls,
+# and timing one search:
+
+# %%
+import torch.backends.opt_einsum as torch_opt_einsum  # noqa: E402
+
+chain_ops = [torch.randn(s) for s in cases[-1][2]]
+searched = []
+real_contract_path = opt_einsum.contract_path
+opt_einsum.contract_path = lambda *args, **kwargs: searched.append(1) or real_contract_path(*args, **kwargs)
+try:
+    for _ in range(10):
+        torch.einsum("ij,jk,kl->il", *chain_ops)
+finally:
+    opt_einsum.contract_path = real_contract_path
+print(f"torch.einsum uses opt_einsum: {torch_opt_einsum.get_opt_einsum() is opt_einsum}; "
+      f"paths searched in 10 calls: {len(searched)}")
+print("opt_einsum's path:", opt_einsum.contract_path("ij,jk,kl->il", *chain_ops)[0],
+      "| tc's path:", tc.contract_path("ij,jk,kl->il", *cases[-1][2])[0])
+print("one path search:", time_call(opt_einsum.contract_path, "ij,jk,kl->il", *chain_ops, min_run_time=0.1))
+print("the two products:", time_call(lambda: chain_ops[0] @ (chain_ops[1] @ chain_ops[2]), min_run_time=0.1))
+
+# %% [markdown]
+# The search costs more than the products it orders. Where the same small chain runs in a loop,
+# writing the order with `@` avoids it (turning opt_einsum off with
+# `torch.backends.opt_einsum.enabled = False` avoids it too, but then torch contracts left to
+# right, which for this chain is the dear order); a library that caches its plans, as
+# `tc.einsum` does, avoids it as well.
 
 # %% [markdown]
 # ## Common mistakes

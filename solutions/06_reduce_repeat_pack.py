@@ -134,7 +134,8 @@ print(centred.mean(dim=(2, 3)).abs().max())
 # %% [markdown]
 # ### Common mistake: "this is `x.sum(-1).sum(-1)`"
 #
-# The blog post this course grew from says that `reduce(x, 'b c h w -> b c 1 1', 'mean')` equals
+# The blog post this course grew from (the course home says what it is) says that
+# `reduce(x, 'b c h w -> b c 1 1', 'mean')` equals
 # `x.sum(-1).sum(-1)`. That is wrong twice. A **sum** is not a mean: the mean divides the sum by
 # the number of values, here `h * w = 16`. And `sum(-1)` **drops** the axis it sums over, so the
 # result has shape `(b, c)`, not `(b, c, 1, 1)`:

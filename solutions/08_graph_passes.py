@@ -207,6 +207,34 @@ print("tensorcraft.compile:", tc.compile(plus_one_in_place)(ones))
 # hands values to the caller; nothing reads it, yet it must stay) and the **placeholders** (the
 # signature). A DCE must keep both.
 #
+# That holds only because of what never reaches the passes. A random draw has an effect (it
+# advances the random generator: deleting a draw nobody reads changes every later draw), and so
+# does an in-place update of an input (the caller sees its tensor change). The compiler refuses
+# both (notebook 07's refusal rule): such a program runs eagerly, with the reason, and its graph
+# is never optimized. A DCE that did meet such nodes would have to keep them too:
+
+# %%
+def unread_noise(x):
+    torch.rand_like(x)                # read by nobody, but it moves the random generator on
+    return x * 2
+
+
+def bump_input(x):
+    x.add_(1)                         # the caller's tensor changes
+    return x * 2
+
+
+generator = torch.Generator().manual_seed(0)
+torch.rand(2, generator=generator)    # a draw nobody reads
+kept = torch.rand(2, generator=generator)
+deleted = torch.rand(2, generator=torch.Generator().manual_seed(0))
+print("the next draw, unread draw kept:", kept.tolist(), "| deleted:", deleted.tolist())
+for program in (unread_noise, bump_input):
+    refused = tc.compile(program)
+    refused(torch.ones(3))
+    print(f"{program.__name__:13}", refused.explain().splitlines()[1].split(" (at ")[0])
+
+# %% [markdown]
 # ## Exercise 1 — `eliminate_dead_code` (3 points)
 #
 # Write `eliminate_dead_code(graph) -> Graph`: on `graph.copy()`, remove every node that the

@@ -45,6 +45,7 @@ from tensorcraft.compiler.passes.fusion import Group, classify, fuse_elementwise
 from tensorcraft.compiler.pipeline import compile_graph
 from tensorcraft.compiler.passes.memory_plan import (MemoryPlan, Slot, frees_at_last_use, is_kernel_output,
                                                       measure_peaks, memory_timeline, storage_lifetimes)
+from tensorcraft.timing import time_call
 
 torch.manual_seed(0)
 torch.set_num_threads(2)
@@ -105,30 +106,22 @@ print("same result as eager:", torch.allclose(compiled_chain(x), chain(x)))
 # %% [markdown]
 # Each of the eight operations reads one tensor of `n` float32 values (`4n` bytes) and writes one:
 # `8 × 8n = 64n` bytes in all. The fused kernel reads `x` once and writes the result once: `8n`
-# bytes, eight times less. Now the clocks, measured side by side in the same run (the best of
-# several runs each, because other programs share this machine):
+# bytes, eight times less. Now the clocks, measured side by side in the same run (each the median
+# of repeated calls, with the interquartile range, because other programs share this machine):
 
 # %%
-def best_time(fn, *args, repeats=5):
-    """The fastest of several runs, in milliseconds (the least disturbed by other programs)."""
-    fn(*args)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn(*args)
-        times.append(time.perf_counter() - start)
-    return 1e3 * min(times)
-
-
-eager_ms, fused_ms = best_time(chain, x), best_time(compiled_chain, x)
-print(f"eager {eager_ms:.2f} ms, fused {fused_ms:.2f} ms: fused is {eager_ms / fused_ms:.1f}x faster")
+eager_t, fused_t = time_call(chain, x), time_call(compiled_chain, x)
+eager_ms, fused_ms = 1e3 * eager_t.median, 1e3 * fused_t.median
+print(f"eager {eager_t}, fused {fused_t}: fused is {eager_ms / fused_ms:.1f}x faster")
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3))
 left.bar(["eager", "fused"], [bytes_moved(eager_graph) / 2**20, bytes_moved(fused_graph) / 2**20],
          color=["#9ecae1", "#fd8d3c"])
 left.set_ylabel("MiB moved (counted)")
-right.bar(["eager", "fused"], [eager_ms, fused_ms], color=["#9ecae1", "#fd8d3c"])
-right.set_ylabel("milliseconds (measured)")
+right.bar(["eager", "fused"], [eager_ms, fused_ms], color=["#9ecae1", "#fd8d3c"],
+          yerr=[[1e3 * (t.median - t.low) for t in (eager_t, fused_t)],
+                [1e3 * (t.high - t.median) for t in (eager_t, fused_t)]], capsize=4)
+right.set_ylabel("ms per call (median, IQR bar)")
 fig.suptitle(f"8 elementwise operations on {n:,} float32 values")
 plt.tight_layout()
 plt.show()
@@ -136,7 +129,7 @@ plt.show()
 # %% [markdown]
 # The measured ratio is not exactly the ratio of bytes: eager also allocates a fresh 32 MiB buffer
 # for every result (and the operating system must hand out its pages), and the timings of a shared
-# machine vary from run to run (run the cell again to see it). The same chain on a 1 MiB tensor,
+# machine vary from run to run (the interquartile ranges say by how much). The same chain on a 1 MiB tensor,
 # which fits in the processor's cache, changes the balance: its bytes no longer come from main
 # memory, and the fixed cost of each eager call (microseconds of Python and dispatch) weighs more.
 # A new shape, so `tc.compile` compiles once more:
@@ -144,9 +137,9 @@ plt.show()
 # %%
 small = torch.randn(1 << 18)                  # 1 MiB
 compiled_chain(small)
-eager_small, fused_small = best_time(chain, small, repeats=20), best_time(compiled_chain, small, repeats=20)
-print(f"1 MiB:  eager {eager_small:.3f} ms, fused {fused_small:.3f} ms: {eager_small / fused_small:.1f}x")
-print(f"32 MiB: eager {eager_ms:.3f} ms, fused {fused_ms:.3f} ms: {eager_ms / fused_ms:.1f}x")
+eager_small, fused_small = time_call(chain, small), time_call(compiled_chain, small)
+print(f"1 MiB:  eager {eager_small}, fused {fused_small}: {eager_small.median / fused_small.median:.1f}x")
+print(f"32 MiB: eager {eager_t}, fused {fused_t}: {eager_ms / fused_ms:.1f}x")
 
 # %% [markdown]
 # The ratio depends on the size, and the fused kernel is faster at both. On large tensors, where
@@ -424,6 +417,28 @@ check_storage_lifetimes(my_storage_lifetimes, hidden=True)
 # outputs: it becomes free only for kernels after step `k`. The library writes it as
 # `lifetime[old] < step of the new value's kernel` — strictly less.
 #
+# Inductor sometimes does what this rule forbids. In notebook 10's wrapper, the GELU kernel writes
+# its result into the buffer of its own input, the matmul's result (`buf1 = buf0; del buf0  #
+# reuse`, and the kernel's one parameter is `in_out_ptr0`); in the softmax of the common mistakes
+# below, the division writes its result over `e`, the value it reads. Inductor does
+# it only where it has checked the kernel's indexing: the input dies at that kernel, and each
+# output element is written at the very place, in the same layout, where the kernel has just read
+# the input's element, so no element is read after it has been overwritten. A kernel that reads
+# its input anywhere else (reversed, transposed, broadcast, or a whole row for a reduction while
+# it writes the row) would read values it has already overwritten. tensorcraft's planner does not
+# look at indexing, so it keeps the rule that is safe for every kernel. A loop that reads `a`
+# reversed while it writes into `a` shows what goes wrong:
+
+# %%
+a = torch.arange(6.0)
+own_buffer = a.flip(0) + 1.0        # the kernel out[i] = a[5 - i] + 1, writing a buffer of its own
+for i in range(6):                  # the same kernel, given a's buffer for its output
+    a[i] = a[5 - i] + 1.0
+print("own buffer:", own_buffer.tolist())
+print("in place:  ", a.tolist())
+
+# %% [markdown]
+#
 # Here is a model with five layers, compiled, and the bytes its values hold at each step, three ways:
 # every value kept (no planning), each value freed after its last use (what eager PyTorch does),
 # and with the plan (slots held all along, plus the torch calls' own results freed at last use):
@@ -591,14 +606,52 @@ except FusionRuleBroken as error:
 #   afterwards makes a cycle (above: the kernel would read the matmul's result before the matmul has
 #   run).
 # - **Fusing a node that reads a reduction into the reduction's group.** The sum of a row exists only
-#   at the end of the row; `e / e.sum(-1)` is two kernels (Inductor avoids storing `e` by computing
-#   `exp` again in the second kernel: *recomputation*, which the library's `group_fusible` does and
-#   the exercise leaves out).
+#   at the end of the row; `e / e.sum(-1)` needs a second pass over the row. The library's
+#   `group_fusible` makes it two kernels and never stores `e`: the second kernel computes `exp`
+#   again from `x` (*recomputation*, which the exercise leaves out). Inductor on the CPU (torch
+#   2.13) chooses the other way, as its output code shows: one C++ function that computes `exp`
+#   once per element and stores `e`, then, row by row, sums `e` and divides it, writing the result
+#   over `e`'s own buffer (the lines of its kernel that load, compute and store, and its wrapper):
+
+# %%
+import os  # noqa: E402
+
+from torch._inductor.utils import run_and_get_code  # noqa: E402
+
+
+def softmax_like(x):
+    e = torch.exp(x)
+    return e / e.sum(-1, keepdim=True)
+
+
+for k, group in enumerate(group_fusible.library(graph_of(softmax_like, torch.randn(64, 128))), 1):
+    again = f" (computes {', '.join(r.op for r in group.recomputed)} again)" if group.recomputed else ""
+    print(f"tensorcraft's kernel {k}: {', '.join(m.op for m in group.members)}{again}")
+if os.environ.get("NBGRADER_EXECUTION"):  # set while grading, where a cell may run 30 s: Inductor is left out
+    print("Inductor's code is not compiled while grading (it takes tens of seconds); run this cell to see it")
+else:
+    _, (inductor_text,) = run_and_get_code(torch.compile(softmax_like), torch.randn(64, 128))
+    kernel_start = inductor_text.index('extern "C"')
+    kernel_text = inductor_text[kernel_start:inductor_text.index("'''", kernel_start)]
+    print("Inductor's kernel:")
+    for line in kernel_text.splitlines():
+        if any(word in line for word in ("out_ptr0 =", "for(", "exp(", "loadu(", "store(", "_vec +", " / ", "out_ptr1[")):
+            print("   ", line.strip()[:100])
+    print("Inductor's wrapper:")
+    call_start = inductor_text.index("def call(")
+    print(inductor_text[call_start:inductor_text.index("return", call_start)].rstrip())
+
+# %% [markdown]
+# Both are correct; they trade differently. Recomputing computes `exp` twice, reads `x` twice and
+# writes only the sums and the result; storing computes `exp` once, but writes `e` and reads it
+# back twice (for the sum, then for the division).
+#
 # - **Forgetting views.** `v = h.reshape(-1)` keeps `h`'s memory alive as long as `v` is read:
 #   liveness goes through `node.storage`.
 # - **Off by one.** A slot is free for kernels *after* the last use of its value, not at it.
 # - **Ignoring dtype and size.** A slot holds one dtype on one device and must be large enough.
-# - **Calling conv + batchnorm + ReLU "operator fusion".** The blog post this course grew from gives
+# - **Calling conv + batchnorm + ReLU "operator fusion".** The blog post this course grew from
+#   (see the course home) gives
 #   it as the example of fusion. Folding a batchnorm into the convolution's weights (notebook 08) is
 #   arithmetic on the weights, done once; kernel fusion, the topic here, merges loops. Inductor keeps
 #   the convolution itself an extern call and fuses the elementwise ops after it.
