@@ -121,6 +121,17 @@ def _pids_of(uid: int) -> list[int]:
     return pids
 
 
+def _megabytes_of(uid: int) -> float:
+    """Resident memory of everything this user runs (their server and kernel), for the README's sizing."""
+    total = 0
+    for pid in _pids_of(uid):
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / 2**20
+
+
 def _answer(kind: str) -> dict[str, str]:
     outer, rows = fake_class.LEARNERS[kind]
     return {"outer": f"def outer(a, b):\n    {outer}\n", "normalize_rows": f"def normalize_rows(x):\n    {rows}\n"}
@@ -290,11 +301,11 @@ def class_run(hub):
                 assert page.evaluate(browser_test.FILL, _answer(learner.answers_as)) == 2
                 page.evaluate(browser_test.RUN, "all")
                 mine["cells"] = page.evaluate(browser_test.COLLECT)
+                watch.lap(f"answer and check ({_megabytes_of(learner.uid):.0f} MB resident: server and kernel)")
                 page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
                 page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty")
                 learner.shot("notebook")
                 page.evaluate(browser_test.CLOSE)
-                watch.lap("answer and check")
 
                 # the course home shows this learner's own progress
                 page.evaluate(browser_test.OPEN, "course_home.ipynb")
