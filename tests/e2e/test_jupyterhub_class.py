@@ -9,7 +9,8 @@ root), an exchange and a course directory holding notebook 00, and starts and st
 In Chromium, each learner logs in, fetches notebook 00 from the Assignment List, answers it (one
 right, one wrong) and runs its checks, sees their own progress in the course home, and submits. The
 instructor collects and grades with ``python -m grader autograde`` (sandboxed) and releases the
-feedback; each learner fetches their own. Screenshots: build/e2e/hub_<step>_<learner>.png.
+feedback; each learner fetches their own. Screenshots: build/e2e/hub_<step>_<learner>.png; seconds per
+step: build/e2e/hub_timings.txt.
 """
 from __future__ import annotations
 
@@ -66,10 +67,15 @@ def _needs() -> str | None:
                 "(Debian's 'nodejs' and 'npm' packages)")
     if shutil.which("useradd") is None or shutil.which("chpasswd") is None:
         return "useradd/chpasswd not found: the test makes its learners local users"
+    closed = [p for p in (ROOT, Path(sysconfig.get_paths()["purelib"])) if not _traversable_by_anyone(p)]
+    if closed:
+        return (f"the learners' servers run as other users and import the course from {closed[0]}, which a "
+                "folder above closes to them (e.g. a clone under /root): clone it where others may read")
     return sandbox.unavailable()
 
 
-def _runnable_by_anyone(path: Path) -> bool:
+def _traversable_by_anyone(path: Path) -> bool:
+    """Every folder on the way (and the file itself) open to other users (the execute bit)."""
     real = path.resolve()
     return all(p.stat().st_mode & stat.S_IXOTH for p in (real, *real.parents))
 
@@ -79,7 +85,7 @@ def learner_environment(root: Path) -> tuple[str, dict[str, str]]:
     every learner may run it; else (e.g. a pyenv Python under /root) a thin virtual environment over
     the system's Python of the same version that sees this environment's packages, as a class's
     shared read-only environment would: Jupyter's data and settings then come from here by name."""
-    if _runnable_by_anyone(Path(sys.executable)):
+    if _traversable_by_anyone(Path(sys.executable)):
         return sys.executable, {}
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     system = Path("/usr/bin") / version
@@ -160,33 +166,33 @@ def hub():
     if reason:
         pytest.skip(reason)
     root = Path(tempfile.mkdtemp(prefix="tensorcraft-hub-"))
-    root.chmod(0o755)                           # learners reach their homes and the exchange through it
-    (root / "homes").mkdir(mode=0o755)
-    tag = secrets.token_hex(3)
-    learners = [Learner(f"tc{tag}{suffix}", kind, root) for suffix, kind in ANSWERS.items()]
-    exchange, course, instructor = root / "exchange", Course(root / "course"), root / "instructor"
-    exchange.mkdir()
-    exchange.chmod(0o777)                       # nbgrader's exchange: everyone reads and hands in
-    instructor.mkdir(mode=0o700)
-    hub_dir = root / "hub"
-    hub_dir.mkdir(mode=0o700)
-    port, hub_port, api_port = e2e._free_port(), e2e._free_port(), e2e._free_port()
-    url = f"http://127.0.0.1:{port}"
-    python, extra = learner_environment(root)
-    (hub_dir / "jupyterhub_config.py").write_text(
-        f"load_subconfig({str(HUB_CONFIG)!r})\n"
-        "c = get_config()\n"
-        f"c.JupyterHub.hub_port = {hub_port}\n"
-        f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{api_port}'\n"
-        "# the test reads the page through window.jupyterapp, as the browser test does\n"
-        "c.Spawner.args = ['--LabApp.expose_app_in_browser=True']\n"
-        f"extra = {extra!r}\n"
-        "if 'JUPYTER_CONFIG_PATH' in extra:\n"
-        "    extra['JUPYTER_CONFIG_PATH'] = c.Spawner.environment['JUPYTER_CONFIG_PATH'] + ':' + extra['JUPYTER_CONFIG_PATH']\n"
-        "c.Spawner.environment = {**c.Spawner.environment, **extra}\n")
     server = None
     made = []
     try:
+        root.chmod(0o755)                           # learners reach their homes and the exchange through it
+        (root / "homes").mkdir(mode=0o755)
+        tag = secrets.token_hex(3)
+        learners = [Learner(f"tc{tag}{suffix}", kind, root) for suffix, kind in ANSWERS.items()]
+        exchange, course, instructor = root / "exchange", Course(root / "course"), root / "instructor"
+        exchange.mkdir()
+        exchange.chmod(0o777)                       # nbgrader's exchange: everyone reads and hands in
+        instructor.mkdir(mode=0o700)
+        hub_dir = root / "hub"
+        hub_dir.mkdir(mode=0o700)
+        port, hub_port, api_port = e2e._free_port(), e2e._free_port(), e2e._free_port()
+        url = f"http://127.0.0.1:{port}"
+        python, extra = learner_environment(root)
+        (hub_dir / "jupyterhub_config.py").write_text(
+            f"load_subconfig({str(HUB_CONFIG)!r})\n"
+            "c = get_config()\n"
+            f"c.JupyterHub.hub_port = {hub_port}\n"
+            f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{api_port}'\n"
+            "# the test reads the page through window.jupyterapp, as the browser test does\n"
+            "c.Spawner.args = ['--LabApp.expose_app_in_browser=True']\n"
+            f"extra = {extra!r}\n"
+            "if 'JUPYTER_CONFIG_PATH' in extra:\n"
+            "    extra['JUPYTER_CONFIG_PATH'] = c.Spawner.environment['JUPYTER_CONFIG_PATH'] + ':' + extra['JUPYTER_CONFIG_PATH']\n"
+            "c.Spawner.environment = {**c.Spawner.environment, **extra}\n")
         for learner in learners:
             subprocess.run(["useradd", "--create-home", "--home-dir", str(learner.home), "--user-group",
                             "--shell", "/bin/sh", learner.name], check=True, capture_output=True)
@@ -351,7 +357,8 @@ def class_run(hub):
                 watch.lap("fetch feedback")
         finally:
             browser.close()
-            watch.write()
+            # a file of its own: the browser test's page fixture starts timings.txt afresh
+            (e2e.SCREENSHOTS / "hub_timings.txt").write_text(f"{watch.name}: {', '.join(watch.steps)}\n")
     return learners, seen, graded, course
 
 
