@@ -14,7 +14,7 @@ LocalProcessSpawner:
 
 Run it as root from the instructor's environment: ``jupyterhub -f grader/jupyter/hub/jupyterhub_config.py``.
 The other settings come from the environment, so that one file serves a class and the test
-(tests/hub): ``TENSORCRAFT_HUB_URL`` (default ``http://127.0.0.1:8000``: put TLS in front of it, or
+(tests/e2e/test_jupyterhub_class.py): ``TENSORCRAFT_HUB_URL`` (default ``http://127.0.0.1:8000``: put TLS in front of it, or
 set ``c.JupyterHub.ssl_cert``/``ssl_key``, before opening it to the network), ``TENSORCRAFT_LEARNERS``
 (the user names allowed to log in, separated by spaces) and ``TENSORCRAFT_PROXY`` (the
 configurable-http-proxy to run; default: the one ``make hub-proxy`` installs, else the one on PATH).
