@@ -66,7 +66,18 @@ sandbox:
 	else echo "no bwrap, and apt-get cannot be run here (not root, or no apt-get): install Debian's" \
 		"'bubblewrap' package for the grading sandbox; its tests are skipped until then"; fi
 
-test: $(STAMP) browser sandbox
+# The JupyterHub test (tests/e2e/test_jupyterhub_class.py) runs a real hub, whose proxy is configurable-http-proxy (npm), pinned
+# and installed into .venv/node where npm exists. Elsewhere it is said, and that test is skipped with the reason.
+hub-proxy:
+	@if [ -x $(VENV)/node/node_modules/.bin/configurable-http-proxy ]; then :; \
+	elif command -v npm >/dev/null; then \
+		echo "installing configurable-http-proxy for the JupyterHub test (npm, into $(VENV)/node)"; \
+		npm install --silent --no-audit --no-fund --prefix $(VENV)/node configurable-http-proxy@5.3.0 >/dev/null 2>&1 \
+		|| echo "could not install configurable-http-proxy: the JupyterHub test (tests/e2e/test_jupyterhub_class.py) will be skipped"; \
+	else echo "no npm here: install Node.js and npm (Debian's 'nodejs' and 'npm' packages) to run the" \
+		"JupyterHub test (tests/e2e/test_jupyterhub_class.py); it is skipped until then"; fi
+
+test: $(STAMP) browser sandbox hub-proxy
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 check: $(STAMP)

@@ -1,4 +1,4 @@
-"""The command line: python -m grader build | check | autograde | feedback."""
+"""The command line: python -m grader build | check | autograde | feedback | home."""
 from __future__ import annotations
 
 import argparse
@@ -71,6 +71,12 @@ def _feedback(args: argparse.Namespace) -> int:
     return 0
 
 
+def _home(args: argparse.Namespace) -> int:
+    from .home import place_learner_home
+    print(f"course home {place_learner_home(args.folder.expanduser())}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     common = argparse.ArgumentParser(add_help=False)
@@ -110,6 +116,11 @@ def parser() -> argparse.ArgumentParser:
     feedback = commands.add_parser("feedback", parents=[common], help="write feedback HTML (no hidden-test source) for graded notebooks")
     feedback.add_argument("--all", action="store_true", help="rewrite every feedback file, not only stale ones")
     feedback.set_defaults(run=_feedback)
+
+    home = commands.add_parser("home", help="write the course home into a learner's folder, linking to the "
+                               "notebooks nbgrader fetches there (FOLDER/NN_name/NN_name.ipynb)")
+    home.add_argument("folder", type=Path, help="the learner's folder (on a JupyterHub: their home)")
+    home.set_defaults(run=_home)
     return top
 
 

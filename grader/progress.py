@@ -1,8 +1,13 @@
 """The learner's own progress: the outcome of the last public check of each exercise, kept locally.
 
-Every ``check_<name>(fn)`` a learner runs records one line of JSON-able state here, in a file next
-to the notebooks (``notebooks/.progress.json``; ``TENSORCRAFT_PROGRESS`` names another file, or
-``off`` turns recording off). Nothing leaves the machine. Nothing is recorded while a notebook is
+Every ``check_<name>(fn)`` a learner runs records one line of JSON-able state here, in a file of the
+learner's own: ``tensorcraft/progress.json`` in their Jupyter data directory
+(``jupyter_core.paths.jupyter_data_dir()``: ``~/.local/share/jupyter`` on Linux, or
+``$JUPYTER_DATA_DIR``). ``TENSORCRAFT_PROGRESS`` names another file, or ``off`` turns recording off.
+Not next to the notebook: one learner's notebooks live in several folders (nbgrader's fetch puts each
+in a folder of its own, a learner may copy one elsewhere), and on a shared install (JupyterHub) the
+course's own folder is everyone's and read-only. The data directory is one per user, in their home,
+and the course home finds it wherever it runs. Nothing leaves the machine. Nothing is recorded while a notebook is
 being graded (nbgrader sets ``NBGRADER_EXECUTION``), nor for hidden checks; and a check never fails
 because the file cannot be written.
 """
@@ -15,7 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .course import NOTEBOOKS
+from jupyter_core.paths import jupyter_data_dir
 
 if TYPE_CHECKING:
     from .checks.report import CheckReport
@@ -31,7 +36,7 @@ def progress_file() -> Path | None:
     chosen = os.environ.get(PROGRESS_VARIABLE, "")
     if chosen.lower() == "off":
         return None
-    return Path(chosen) if chosen else NOTEBOOKS / ".progress.json"
+    return Path(chosen) if chosen else Path(jupyter_data_dir()) / "tensorcraft" / "progress.json"
 
 
 def outcome(report: "CheckReport") -> str:

@@ -25,7 +25,7 @@ def _cuda_available() -> bool:
 
 
 def pytest_configure(config):
-    # checks run by the tests must not record into a learner's notebooks/.progress.json
+    # checks run by the tests must not record into the progress file of whoever runs them
     # (tests of the recording set TENSORCRAFT_PROGRESS to a file of their own)
     os.environ["TENSORCRAFT_PROGRESS"] = "off"
     config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped, with its reason, where none is present")

@@ -8,7 +8,8 @@ from grader import progress
 from grader.checks.nb00_welcome import check_outer
 from grader.checks.report import flat
 from grader.course import NOTEBOOKS
-from grader.home import HOME_NAME, home_notebook, progress_figure, progress_rows, progress_table_html
+from grader.home import (HOME_NAME, home_notebook, place_learner_home, progress_figure, progress_rows,
+                         progress_table_html, show_progress)
 from grader.syllabus import modules_in, read_module
 
 
@@ -46,6 +47,29 @@ def test_a_check_records_its_outcome(progress_path, fn, expected):
     recorded = json.loads(progress_path.read_text())["exercises"]
     assert list(recorded) == ["nb00_welcome.outer"]
     assert recorded["nb00_welcome.outer"]["status"] == expected
+
+
+def test_by_default_progress_is_the_learners_own_wherever_the_notebook_runs(tmp_path, monkeypatch):
+    """Not in the installed course (shared on a JupyterHub): in the user's Jupyter data directory."""
+    monkeypatch.delenv(progress.PROGRESS_VARIABLE, raising=False)
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    installed = NOTEBOOKS / ".progress.json"
+    before = installed.read_bytes() if installed.exists() else None
+    homes = {}
+    for learner in ("alice", "bob"):
+        homes[learner] = tmp_path / learner
+        monkeypatch.setenv("HOME", str(homes[learner]))
+        monkeypatch.delenv("JUPYTER_DATA_DIR", raising=False)
+        fetched = homes[learner] / "00_welcome"                  # where nbgrader's fetch puts notebook 00
+        fetched.mkdir(parents=True)
+        monkeypatch.chdir(fetched)
+        run_check(outer_right if learner == "alice" else outer_wrong)
+    for learner, status in (("alice", "passed"), ("bob", "attempted")):
+        mine = homes[learner] / ".local" / "share" / "jupyter" / "tensorcraft" / "progress.json"
+        assert json.loads(mine.read_text())["exercises"]["nb00_welcome.outer"]["status"] == status
+    assert (installed.read_bytes() if installed.exists() else None) == before, "the installed course was written"
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))   # Jupyter's own variable moves it
+    assert progress.progress_file() == tmp_path / "data" / "tensorcraft" / "progress.json"
 
 
 def test_the_last_check_wins(progress_path):
@@ -105,6 +129,36 @@ def test_progress_rows_count_each_state_per_notebook():
     figure = progress_figure([row])
     bars = [patch.get_width() for patch in figure.axes[0].patches]
     assert bars == [1, 1, 2]                     # passed, attempted, not started, stacked
+
+
+def test_a_learners_home_links_to_the_fetched_notebooks_and_shows_their_own_progress(tmp_path, monkeypatch):
+    """On a JupyterHub: `python -m grader home ~` writes the home; its links and progress table point
+    into nbgrader's fetched folders (~/NN_name/NN_name.ipynb), and it reads the learner's own file."""
+    home = place_learner_home(tmp_path)
+    assert home == tmp_path / HOME_NAME
+    notebook = nbformat.read(home, as_version=4)
+    text = "\n".join(cell.source for cell in notebook.cells)
+    modules = modules_in(NOTEBOOKS)
+    for module in modules:
+        assert f"]({module.name}/{module.name}.ipynb)" in text
+    assert "Assignment List" in text and notebook.cells[-1].source.endswith("show_progress(fetched=True)")
+    notebook.cells[-1].outputs = [nbformat.v4.new_output("stream", text="a run")]
+    nbformat.write(notebook, home)                  # a run's outputs are kept when the home is placed again
+    place_learner_home(tmp_path)
+    assert nbformat.read(home, as_version=4).cells[-1].outputs
+    [row] = progress_rows(modules[:1], {})
+    assert f'href="{modules[0].name}/{modules[0].name}.ipynb"' in progress_table_html([row], fetched=True)
+
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv(progress.PROGRESS_VARIABLE, raising=False)
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    run_check(outer_right)
+    show_progress(fetched=True)
+    table = shown[0].data
+    assert str(tmp_path / "data" / "tensorcraft" / "progress.json") in table
+    assert "<b>1 of " in table and 'href="00_welcome/00_welcome.ipynb"' in table
 
 
 def test_every_notebook_states_title_goals_and_time():
