@@ -12,10 +12,12 @@ saying why it did not run (so it scores 0 too, instead of passing with no output
 """
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import signal
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,9 +46,16 @@ def _cell_name(cell: NotebookNode, index: int) -> str:
 
 class GuardedExecute(Execute):
     """nbgrader's Execute, which gives 0 to a cell that kills or hangs its kernel, and to every
-    cell after it, instead of aborting the whole notebook."""
+    cell after it, instead of aborting the whole notebook.
+
+    One hung function costs one time limit, not one per cell that calls it: once a cell has been
+    interrupted at its limit, the cells after it share one more limit's worth of seconds (the
+    notebook's remaining budget), and once that is spent the rest do not run, each saying why."""
 
     lost: str | None = None         # why the kernel was given up, once it was
+    hung: str | None = None         # the first cell interrupted at its time limit, once one was
+    budget_ends: float | None = None  # monotonic time at which the cells after it stop being run
+    _running = ""                   # the name of the cell being run, for the messages
 
     def __init__(self, sandbox: Sandbox | None = None, assignment: str | None = None, fork: bool = False, **kwargs):
         kwargs.setdefault("shutdown_kernel", "immediate")  # a hung kernel is killed, not waited for
@@ -65,7 +74,7 @@ class GuardedExecute(Execute):
         return km
 
     def preprocess(self, nb, resources=None, km=None):
-        self.lost, self.integrity = None, None
+        self.lost, self.integrity, self.hung, self.budget_ends = None, None, None, None
         try:
             return super().preprocess(nb, resources, km)
         except (DeadKernelError, CellTimeoutError, RuntimeError):
@@ -77,9 +86,13 @@ class GuardedExecute(Execute):
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code" or not cell.source.strip():
             return cell, resources
+        if self.lost is None and self.budget_ends is not None and time.monotonic() >= self.budget_ends:
+            self.lost = (f"{self.hung} ran past its {self.timeout} s limit, and the cells after it used up the "
+                         f"{self.timeout} s more a notebook is given after a cell that hangs")
         if self.lost is not None:
             cell.outputs = [_error_output("CellNotRun", f"this cell did not run: {self.lost}")]
             return cell, resources
+        self._running = _cell_name(cell, index)
         if self.assignment and self.integrity is None:
             self.integrity = IntegrityWatch(self.kc, check_module(self.assignment))
             self.integrity.before_first_cell()
@@ -96,6 +109,31 @@ class GuardedExecute(Execute):
             cell.outputs.append(_error_output(
                 "CellTimeoutError", f"this cell ran past its {self.timeout} s limit and ignored the interrupt"))
         return cell, resources
+
+
+    def _get_timeout(self, cell):
+        """The cell's limit: the configured one, or what is left of the budget after a hung cell."""
+        limit = super()._get_timeout(cell)
+        if self.budget_ends is None or limit is None:
+            return limit
+        return max(1, min(limit, math.ceil(self.budget_ends - time.monotonic())))
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        """Interrupt the cell (as nbgrader does) with an error that states the limit, and start the
+        notebook's remaining budget at the first cell that hangs."""
+        if self.hung is None:
+            self.hung = self._running
+            self.budget_ends = time.monotonic() + self.timeout
+        self.error_on_timeout = {"ename": "CellTimeoutError", "evalue": f"past the {timeout} s limit",
+                                 "traceback": [f"\x1b[0;31mCellTimeoutError\x1b[0m: this cell ran past its {timeout} s "
+                                               "time limit and was interrupted" + self._budget_note()]}
+        return await super()._async_handle_timeout(timeout, cell)
+
+    def _budget_note(self) -> str:
+        if self.hung == self._running:
+            return (f" (the cells after it may run {self.timeout} s more in all: one function that hangs "
+                    "costs one time limit, not one per cell)")
+        return f" (what was left of the {self.timeout} s the cells after {self.hung} may run)"
 
 
 @dataclass

@@ -111,12 +111,28 @@ def _run_cells(box: Sandbox, sources: list[str], timeout: int = 60):
 def test_a_cell_past_its_limit_is_interrupted_inside_the_sandbox_and_the_next_cells_run(tmp_path):
     notebook, executor = _run_cells(_sandbox(tmp_path, "box"), [
         "while True:\n    pass",                                         # busy in Python
-        "import subprocess\nsubprocess.run(['sleep', '60'])",           # waiting on a child process
-        "print('still here')"], timeout=5)
+        "print('still here')",
+        "import subprocess\nsubprocess.run(['sleep', '60'])"], timeout=5)  # waiting on a child process
     assert executor.lost is None, executor.lost
-    assert [o.get("ename") for o in notebook.cells[0].outputs][0] == "KeyboardInterrupt"
-    assert [o.get("ename") for o in notebook.cells[1].outputs][0] == "KeyboardInterrupt"
-    assert notebook.cells[2].outputs[0].text == "still here\n"
+    assert [o.get("ename") for o in notebook.cells[0].outputs] == ["KeyboardInterrupt", "CellTimeoutError"]
+    assert "this cell ran past its 5 s time limit" in notebook.cells[0].outputs[1].traceback[0]
+    assert notebook.cells[1].outputs[0].text == "still here\n"
+    assert [o.get("ename") for o in notebook.cells[2].outputs][0] == "KeyboardInterrupt"
+
+
+@needs_sandbox
+def test_one_hung_function_costs_one_time_limit_not_one_per_cell(tmp_path):
+    """After the first cell interrupted at its limit, the cells after it share one more limit; then
+    the rest do not run, each saying why (with the limit in seconds)."""
+    notebook, executor = _run_cells(_sandbox(tmp_path, "box"), [
+        "import time\ndef hangs():\n    while True:\n        time.sleep(0.1)",
+        "hangs()", "print('quick')", "hangs()", "hangs()", "hangs()", "print('not run')"], timeout=4)
+    names = [[o.get("ename") for o in cell.outputs if o.output_type == "error"] for cell in notebook.cells]
+    assert names[1] == ["KeyboardInterrupt", "CellTimeoutError"] and names[2] == []
+    assert names[3][-1] == "CellTimeoutError"                 # what was left of the one more limit
+    assert names[4:] == [["CellNotRun"]] * 3
+    reason = notebook.cells[6].outputs[0].evalue
+    assert "cell 2 ran past its 4 s limit" in reason and "used up the 4 s more" in reason
 
 
 COMPILES = ("import torch, tensorcraft as tc\n"
