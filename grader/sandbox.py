@@ -1,9 +1,12 @@
 """A sandbox per executed notebook: bubblewrap (``bwrap``) around the kernel process.
 
 A submission is untrusted code. Its kernel sees a fresh root holding only what Python needs to
-run the course (the system's /usr and /etc, the Python installation, the packages ``grader`` and ``tensorcraft``), all
-read-only; nothing else of the checkout they come from (no ``solutions/``, ``tests/``, ``.git``, ``build/``); one scratch folder of its own, writable; no network, no other process (a PID
-namespace of its own); and no course directory, gradebook, submissions folder or other learner.
+run the course (the system's /usr and /etc, the Python installation, the packages ``grader`` and
+``tensorcraft``), all read-only, and nothing else of the checkout they come from (no
+``solutions/``, ``tests/``, ``.git``, ``build/``); one scratch folder of its own, writable; no
+network, no other process (a PID namespace of its own); and no course directory, gradebook,
+submissions folder, exchange or other learner (``hidden``: covered even where a readable folder
+holds them).
 Where the grader runs as root the kernel also runs under a uid of its own (one per worker,
 through ``setpriv``), so that it holds no capability and its process cap is its own. Memory
 (address space), processes and file sizes are capped with resource limits (``prlimit``).

@@ -190,3 +190,37 @@ def test_the_kept_cache_of_another_version_of_a_notebook_goes_once_unused_for_a_
     assert not old.exists()
     assert recent.exists() and other.exists() and (current / "kernel.so").exists()
     assert time.time() - current.stat().st_mtime < 60, "the cache in use was not marked as used"
+
+
+@needs_sandbox
+def test_a_hidden_folder_inside_a_readable_one_is_covered_and_the_code_inside_it_bound_again(tmp_path):
+    """A checkout under a folder the kernel reads (the course cloned into /opt, say): its instructor
+    files are covered, the course code inside it stays readable, and nothing can be written there."""
+    outer = tmp_path / "opt"
+    checkout = outer / "course"
+    (checkout / "solutions").mkdir(parents=True)
+    (checkout / "solutions" / "answers.py").write_text("secret")
+    (checkout / "grader").mkdir()
+    (checkout / "grader" / "checks.py").write_text("code")
+    (outer / "other_tool").write_text("tool")
+    box = _sandbox(tmp_path, "box")
+    box.readable, box.hidden = [outer, checkout / "grader"], [checkout]
+    probe = ("import os, json\n"
+             f"c = {str(checkout)!r}\n"
+             "def writes(p):\n    try:\n        open(p, 'w').close(); return True\n    except OSError:\n        return False\n"
+             "print(json.dumps({'listing': sorted(os.listdir(c)), 'code': open(c + '/grader/checks.py').read(),\n"
+             f"  'tool': open({str(outer / 'other_tool')!r}).read(), 'writes': writes(c + '/planted')}}))")
+    result = subprocess.run(box.wrap([sys.executable, "-c", probe]), capture_output=True, text=True, timeout=120)
+    box.end()
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"listing": ["grader"], "code": "code", "tool": "tool", "writes": False}
+
+
+def test_the_checkout_the_course_code_comes_from_is_hidden_but_its_packages_are_read():
+    """Binding the packages, not the checkout: the sandbox's readable paths hold no folder of the
+    checkout but the packages and the environment."""
+    readable = sandbox_module._python_paths()
+    assert REPO in sandbox_module._checkouts()
+    inside = {p.relative_to(REPO).parts[0] for p in readable if p.is_relative_to(REPO)}
+    assert inside <= {"grader", "lib", Path(sys.prefix).name}, inside
+    assert REPO not in readable and REPO / "lib" not in readable
