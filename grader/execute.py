@@ -124,9 +124,9 @@ class GuardedExecute(Execute):
         if self.hung is None:
             self.hung = self._running
             self.budget_ends = time.monotonic() + self.timeout
-        self.error_on_timeout = {"ename": "CellTimeoutError", "evalue": f"past the {timeout} s limit",
-                                 "traceback": [f"\x1b[0;31mCellTimeoutError\x1b[0m: this cell ran past its {timeout} s "
-                                               "time limit and was interrupted" + self._budget_note()]}
+        why = f"this cell ran past its {timeout} s time limit and was interrupted{self._budget_note()}"
+        self.error_on_timeout = {"ename": "CellTimeoutError", "evalue": why,
+                                 "traceback": [f"\x1b[0;31mCellTimeoutError\x1b[0m: {why}"]}
         return await super()._async_handle_timeout(timeout, cell)
 
     def _budget_note(self) -> str:

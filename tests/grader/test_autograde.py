@@ -66,6 +66,8 @@ def test_a_timeout_and_a_dead_kernel_leave_errors_in_the_autograded_cells(graded
     assert "KeyboardInterrupt" in errors("loops")["outer_tests"] or "CellTimeoutError" in errors("loops")["outer_tests"]
     assert errors("kills") == {"outer_tests": ["DeadKernelError"], "normalize_rows_tests": ["CellNotRun"]}
     assert errors("correct") == {"outer_tests": [], "normalize_rows_tests": []}
+    # the learner reads the limit it ran past in its feedback
+    assert f"this cell ran past its {TIMEOUT} s time limit" in _text(course.feedback("loops", "00_welcome"))
 
 
 def test_csv_holds_per_exercise_and_total_scores(graded):
