@@ -22,6 +22,11 @@ from .kernel_cache import WARM_UP_TIMEOUT, cache_path, compiles, keep, run_solut
 from .sandbox import Sandbox, claim_uid
 
 
+PREFLIGHT_TIMEOUT = 120   # seconds a cell of the solution may at least take here: its kernel imports torch
+                          # itself (a learner's is forked with it imported), maybe on a busy machine; this
+                          # run checks the set-up, not speed (`grader check` holds solutions to the limit)
+
+
 class SetupError(RuntimeError):
     """The course's own solution does not score full marks where learners' notebooks would run."""
 
@@ -64,7 +69,8 @@ def check_solution(course: Course, assignment: str, *, sandboxed: bool, hidden: 
     sandbox = Sandbox(work / "scratch", hidden=list(hidden), uid=claim_uid()) if sandboxed else None
     try:
         cache = None if making or kept is None else warm_cache(course, assignment)
-        notebook, executor = run_solution(course, assignment, sandbox, WARM_UP_TIMEOUT if making else timeout,
+        notebook, executor = run_solution(course, assignment, sandbox,
+                                          WARM_UP_TIMEOUT if making else max(timeout, PREFLIGHT_TIMEOUT),
                                           cache=cache, folder=work)
         integrity = executor.integrity
         problem = shortfall(notebook) or executor.lost or (integrity and (integrity.modified or integrity.problem))

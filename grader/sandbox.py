@@ -120,10 +120,12 @@ class Sandbox:
         for path in covered:                # a readable folder holds it: cover it with an empty one
             made.update(path.parents)
             made.add(path)
-            command += ["--tmpfs", str(path), "--remount-ro", str(path)]
+            command += ["--tmpfs", str(path)]
         # what is readable inside a covered folder (the course code in a checkout under /opt) is bound again
         for path in _outermost([r for r in readable if any(_inside(r, c) and r != c for c in covered)]):
             command += _parents(path, made) + ["--ro-bind", str(path), str(path)]
+        for path in covered:                # nothing can be written there (made read-only once filled)
+            command += ["--remount-ro", str(path)]
         command += _parents(self.scratch, made)
         command += ["--bind", str(self.scratch), str(self.scratch), "--chdir", str(self.scratch), "--"]
         if self.uid is not None:
