@@ -62,11 +62,19 @@ class GuardedExecute(Execute):
         # The kernel's start-up warnings (plain-TCP transport) would repeat once per learner.
         kwargs.setdefault("extra_arguments", ["--IPKernelApp.log_level=ERROR"])
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
+        self._given = {name: value for name, value in kwargs.items() if name != "config"}
         super().__init__(**kwargs)
         self.sandbox = sandbox      # where the kernel runs confined; None: with our own rights
         self.fork = fork            # forked from the sandbox's fork server (kernel_forks), not started anew
         self.assignment = assignment  # when given, its grading code is verified after every cell
         self.integrity: IntegrityWatch | None = None
+
+    def reset_execution_trackers(self):
+        """Also put back the settings this executor was made with (a --timeout): nbconvert's
+        ``preprocess`` runs ``NotebookClient.__init__`` again, which loads the config over them."""
+        super().reset_execution_trackers()
+        for name, value in getattr(self, "_given", {}).items():
+            setattr(self, name, value)
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
