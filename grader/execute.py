@@ -12,12 +12,11 @@ saying why it did not run (so it scores 0 too, instead of passing with no output
 """
 from __future__ import annotations
 
-import math
 import os
+import re
 import shutil
 import signal
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,14 +47,15 @@ class GuardedExecute(Execute):
     """nbgrader's Execute, which gives 0 to a cell that kills or hangs its kernel, and to every
     cell after it, instead of aborting the whole notebook.
 
-    One hung function costs one time limit, not one per cell that calls it: once a cell has been
-    interrupted at its limit, the cells after it share one more limit's worth of seconds (the
-    notebook's remaining budget), and once that is spent the rest do not run, each saying why."""
+    One hung function costs one time limit, not one per cell that calls it: when a cell is
+    interrupted at its limit inside a function the notebook defined (its interrupted traceback ends
+    in a frame of a notebook cell, ``in outer``), that function is marked hung, and every later
+    code cell that names it is not run, saying why, instead of hanging again."""
 
     lost: str | None = None         # why the kernel was given up, once it was
-    hung: str | None = None         # the first cell interrupted at its time limit, once one was
-    budget_ends: float | None = None  # monotonic time at which the cells after it stop being run
+    hung: dict[str, str] = {}       # function the notebook defined -> the cell where it ran past the limit
     _running = ""                   # the name of the cell being run, for the messages
+    _timed_out = False              # whether the cell being run was interrupted at its limit
 
     def __init__(self, sandbox: Sandbox | None = None, assignment: str | None = None, fork: bool = False, **kwargs):
         kwargs.setdefault("shutdown_kernel", "immediate")  # a hung kernel is killed, not waited for
@@ -82,7 +82,7 @@ class GuardedExecute(Execute):
         return km
 
     def preprocess(self, nb, resources=None, km=None):
-        self.lost, self.integrity, self.hung, self.budget_ends = None, None, None, None
+        self.lost, self.integrity, self.hung = None, None, {}
         try:
             return super().preprocess(nb, resources, km)
         except (DeadKernelError, CellTimeoutError, RuntimeError):
@@ -94,18 +94,22 @@ class GuardedExecute(Execute):
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code" or not cell.source.strip():
             return cell, resources
-        if self.lost is None and self.budget_ends is not None and time.monotonic() >= self.budget_ends:
-            self.lost = (f"{self.hung} ran past its {self.timeout} s limit, and the cells after it used up the "
-                         f"{self.timeout} s more a notebook is given after a cell that hangs")
         if self.lost is not None:
             cell.outputs = [_error_output("CellNotRun", f"this cell did not run: {self.lost}")]
             return cell, resources
-        self._running = _cell_name(cell, index)
+        named = [f for f in self.hung if re.search(rf"(?<![\w.]){re.escape(f)}\b", cell.source)]
+        if named:
+            cell.outputs = [_error_output("CellNotRun", f"this cell did not run: it uses {named[0]}, which ran past "
+                                                        f"the {self.timeout} s time limit in {self.hung[named[0]]}")]
+            return cell, resources
+        self._running, self._timed_out = _cell_name(cell, index), False
         if self.assignment and self.integrity is None:
             self.integrity = IntegrityWatch(self.kc, check_module(self.assignment))
             self.integrity.before_first_cell()
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
+            if self._timed_out and (function := _hung_function(cell)):
+                self.hung.setdefault(function, self._running)
             if self.integrity:
                 self.integrity.after_cell(cell, index, last=index == len(self.nb.cells) - 1)
             return cell, resources
@@ -119,29 +123,28 @@ class GuardedExecute(Execute):
         return cell, resources
 
 
-    def _get_timeout(self, cell):
-        """The cell's limit: the configured one, or what is left of the budget after a hung cell."""
-        limit = super()._get_timeout(cell)
-        if self.budget_ends is None or limit is None:
-            return limit
-        return max(1, min(limit, math.ceil(self.budget_ends - time.monotonic())))
-
     async def _async_handle_timeout(self, timeout, cell=None):
-        """Interrupt the cell (as nbgrader does) with an error that states the limit, and start the
-        notebook's remaining budget at the first cell that hangs."""
-        if self.hung is None:
-            self.hung = self._running
-            self.budget_ends = time.monotonic() + self.timeout
-        why = f"this cell ran past its {timeout} s time limit and was interrupted{self._budget_note()}"
+        """Interrupt the cell (as nbgrader does) with an error that states the limit."""
+        self._timed_out = True
+        why = f"this cell ran past its {timeout} s time limit and was interrupted"
         self.error_on_timeout = {"ename": "CellTimeoutError", "evalue": why,
                                  "traceback": [f"\x1b[0;31mCellTimeoutError\x1b[0m: {why}"]}
         return await super()._async_handle_timeout(timeout, cell)
 
-    def _budget_note(self) -> str:
-        if self.hung == self._running:
-            return (f" (the cells after it may run {self.timeout} s more in all: one function that hangs "
-                    "costs one time limit, not one per cell)")
-        return f" (what was left of the {self.timeout} s the cells after {self.hung} may run)"
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+CELL_FRAME = re.compile(r"Cell In\[\d+\], line \d+, in (\w+)")
+
+
+def _hung_function(cell: NotebookNode) -> str | None:
+    """The function defined in the notebook that was running when the cell was interrupted: the
+    innermost frame of a notebook cell in its KeyboardInterrupt traceback (None at module level)."""
+    for output in cell.outputs:
+        if output.output_type == "error" and output.ename == "KeyboardInterrupt":
+            frames = CELL_FRAME.findall(ANSI.sub("", "\n".join(output.traceback)))
+            if frames and frames[-1] != "<module>":
+                return frames[-1]
+    return None
 
 
 @dataclass
