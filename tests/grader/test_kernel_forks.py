@@ -132,7 +132,7 @@ def test_a_cell_past_its_limit_is_interrupted_in_a_forked_kernel():
     assert executor.lost is None, executor.lost
     assert printed[0][1] == ["KeyboardInterrupt", "CellTimeoutError"]
     assert printed[1] == ("still here\n", [])
-    assert printed[2][1][0] == "KeyboardInterrupt"      # within the one more limit the cells after it share
+    assert printed[2][1][0] == "KeyboardInterrupt"      # a hang at module level marks no function hung
 
 
 def test_a_server_that_died_is_replaced_for_the_next_learner():
