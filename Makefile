@@ -12,10 +12,12 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: setup browser sandbox course instructor test check clean-venv
 
+# The stamp holds pyproject.toml's hash: a newer file with the same content (a fresh clone, a git
+# checkout) installs nothing again.
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
-	@touch $@
+	@if [ -f $@ ] && [ "$$(cat $@)" = "$$(sha256sum pyproject.toml)" ]; then touch $@; else \
+		$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]' && sha256sum pyproject.toml > $@; fi
 
 setup: $(STAMP)
 
@@ -36,7 +38,7 @@ course: $(STAMP)
 		--LabApp.default_url=/lab/tree/course_home.ipynb $(NO_BROWSER) $(AS_ROOT) $(LAB_ARGS)
 
 # nbgrader's formgrader, course list and Create Assignment panel, in the course directory (where
-# its nbgrader_config.py applies), built first.
+# its nbgrader_config.py applies), built first (only the notebooks whose source changed are generated again).
 COURSE_DIR ?= build/course
 instructor: $(STAMP)
 	$(PY) -m grader build --course $(COURSE_DIR)

@@ -33,11 +33,13 @@ from tqdm import tqdm
 
 from .course import DEFAULT_COURSE, Course, put_python_scripts_on_path
 from .execute import Executed, execute_submission, start_worker
-from .export import write_csv
+from .export import CSV_NAME, lateness, write_csv
 from .feedback import feedback_exporter, stale_feedback, write_feedback
-from .kernel_cache import cache_path, cache_root, compiles, warm_cache
-from .pipeline import course_config, gradebook_writers, run
-from .sandbox import unavailable
+from .kernel_cache import warm_cache
+from .nbgrader_sandbox import hidden_paths
+from .pipeline import cell_timeout, course_config, gradebook_writers, run
+from .preflight import check_solution
+from .sandbox import NoSandboxError, unavailable
 from .submissions import Submission, find_submissions
 
 
@@ -171,10 +173,6 @@ def _save(course: Course, executed: Executed) -> tuple[float, float, float]:
 
 # ---------------------------------------------------------------- the whole run
 
-class NoSandboxError(RuntimeError):
-    """No sandbox can be made here, and running learners' code unconfined was not asked for."""
-
-
 def sandboxed(isolation: str) -> bool:
     """Whether kernels run sandboxed: "sandbox" (refuse when impossible), "unsafe", or "auto"
     (sandboxed where possible: for tests and benchmarks on machines without bubblewrap)."""
@@ -188,20 +186,16 @@ def sandboxed(isolation: str) -> bool:
     return reason is None
 
 
-def _warm_cache(course: Course, assignment: str, progress: bool) -> Path | None:
-    if progress and compiles(course.source(assignment)) and not cache_path(course, assignment).exists():
-        print(f"{assignment}: running its solution once, sandboxed, to compile the kernels every learner's "
-              "sandbox starts with (kept in the course directory for later runs)", flush=True)
-    return warm_cache(course, assignment)
-
-
 def autograde(folder: Path, course: Course, *, workers: int | None = None, timeout: int | None = None,
               csv_path: Path | None = None, feedback: bool = True, force: bool = False,
-              progress: bool = True, pool: Executor | None = None, isolation: str = "sandbox") -> Summary:
+              progress: bool = True, pool: Executor | None = None, isolation: str = "sandbox",
+              preflight: bool = True) -> Summary:
     """Grade every submission in ``folder`` that is not graded yet (all of them with ``force``),
     each in a sandbox of its own unless ``isolation="unsafe"``.
     ``timeout``: seconds a cell may run (default: the course config's ``Execute.timeout``).
-    The notebooks run in ``pool`` (a ``dask_grading.DaskPool``, say), by default in local processes."""
+    The notebooks run in ``pool`` (a ``dask_grading.DaskPool``, say), by default in local processes.
+    ``preflight``: first run each assignment's solution as a learner's notebook will be run, and
+    raise ``preflight.SetupError`` before grading anyone when it does not score full marks."""
     started = time.perf_counter()
     confined = sandboxed(isolation)
     put_python_scripts_on_path()
@@ -217,11 +211,16 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
     hashes, problems = _register(course, todo)
     outcomes += [Outcome(s, "error", notes=[why]) for s, why in problems.items()]
     todo = [s for s in todo if s in hashes]
+    hidden = (*hidden_paths(course), folder.resolve())       # what no kernel may see
+    limit = timeout if timeout is not None else cell_timeout(course_config(_config_file(course)))
+    if preflight:           # a set-up that would grade everyone 0 stops here, before anyone is graded
+        caches = {a: check_solution(course, a, sandboxed=confined, hidden=list(hidden), timeout=limit, progress=progress)
+                  for a in sorted({s.assignment for s in todo})}
+    else:
+        caches = {a: warm_cache(course, a) for a in sorted({s.assignment for s in todo})} if confined else {}
 
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     bar = tqdm(total=len(todo), desc="autograde", unit="notebook", disable=not progress or not todo)
-    hidden = (course.root.resolve(), folder.resolve(), cache_root())       # what no kernel may see
-    caches = {a: _warm_cache(course, a, progress) for a in sorted({s.assignment for s in todo})} if confined else {}
     with pool or ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                      initializer=start_worker) as pool:
         futures = {pool.submit(execute_submission, course.submitted(s.learner, s.assignment),
@@ -258,7 +257,7 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
         finally:
             bar.close()
 
-    csv_written = write_csv(course, csv_path or course.root / "grades.csv")
+    csv_written = write_csv(course, csv_path or course.root / CSV_NAME)
     written = []
     if feedback:
         exporter = feedback_exporter(course)
@@ -268,25 +267,33 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
     return Summary(outcomes, skipped_files, csv_written, written, time.perf_counter() - started)
 
 
+def _late_text(late: dict[str, object]) -> str:
+    """The summary's words for a submission's lateness: "late by 59400 s", "on time", "no due date"."""
+    return f"late by {late['seconds_late']} s" if late["late"] == "late" else str(late["late"])
+
+
 def print_summary(summary: Summary, course: Course) -> None:
     with Gradebook(course.db_url) as gradebook:
-        scores = {}
+        scores, late = {}, {}
         for outcome in summary.outcomes:
             if outcome.status != "error":
                 s = outcome.submission
                 graded = gradebook.find_submission_notebook(s.assignment, s.assignment, s.learner)
                 scores[s] = (graded.score, graded.max_score)
-    print(f"{'learner':<20} {'assignment':<20} {'score':>9}  status")
+                late[s] = lateness(graded.assignment)
+    print(f"{'learner':<20} {'assignment':<20} {'score':>9}  {'handed in':<23} {'late':<18} status")
     for outcome in summary.outcomes:
         s = outcome.submission
         score = "-" if s not in scores else f"{scores[s][0]:g}/{scores[s][1]:g}"
-        print(f"{s.learner:<20} {s.assignment:<20} {score:>9}  {outcome.status}"
+        stamp, when = (late[s]["timestamp"] or "-", _late_text(late[s])) if s in late else ("-", "-")
+        print(f"{s.learner:<20} {s.assignment:<20} {score:>9}  {stamp:<23} {when:<18} {outcome.status}"
               + "".join(f"; {note}" for note in outcome.notes))
     for line in summary.skipped_files:
         print(f"not graded: {line}")
     graded = sum(o.status == "graded" for o in summary.outcomes)
     done = sum(o.status == "skipped" for o in summary.outcomes)
     print(f"{graded} graded, {done} already graded (skipped), {len(summary.errors)} errors, "
+          f"{sum(v['late'] == 'late' for v in late.values())} late, "
           f"{len(summary.feedback)} feedback files written, in {summary.seconds:.1f} s")
     if summary.csv:
         print(f"scores: {summary.csv}")

@@ -33,6 +33,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _autograde(args: argparse.Namespace) -> int:
     from .autograde import NoSandboxError, autograde, print_summary
+    from .preflight import SetupError
     course = Course(args.course)
     pool = None
     if args.dask:
@@ -46,7 +47,7 @@ def _autograde(args: argparse.Namespace) -> int:
         summary = autograde(args.submissions, course, workers=args.workers, timeout=args.timeout,
                             csv_path=args.csv, feedback=not args.no_feedback, force=args.force, pool=pool,
                             isolation="unsafe" if args.unsafe else "sandbox")
-    except NoSandboxError as error:
+    except (NoSandboxError, SetupError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -103,7 +104,7 @@ def parser() -> argparse.ArgumentParser:
                        help="notebooks executed at once (default: one per core, here %(default)s)")
     grade.add_argument("--timeout", type=int,
                        help="seconds a cell may run (default: c.Execute.timeout of the course's nbgrader_config.py)")
-    grade.add_argument("--csv", type=Path, help="where to write the scores (default: COURSE/grades.csv)")
+    grade.add_argument("--csv", type=Path, help="where to write the scores (default: COURSE/autograde-scores.csv; nbgrader export writes COURSE/grades.csv)")
     grade.add_argument("--no-feedback", action="store_true", help="skip writing feedback HTML")
     grade.add_argument("--force", action="store_true", help="regrade submissions already graded")
     grade.add_argument("--dask", metavar="ADDRESS", help="run the notebooks on this Dask scheduler "

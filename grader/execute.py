@@ -13,6 +13,7 @@ saying why it did not run (so it scores 0 too, instead of passing with no output
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -44,20 +45,36 @@ def _cell_name(cell: NotebookNode, index: int) -> str:
 
 class GuardedExecute(Execute):
     """nbgrader's Execute, which gives 0 to a cell that kills or hangs its kernel, and to every
-    cell after it, instead of aborting the whole notebook."""
+    cell after it, instead of aborting the whole notebook.
+
+    One hung function costs one time limit, not one per cell that calls it: when a cell is
+    interrupted at its limit inside a function the notebook defined (its interrupted traceback ends
+    in a frame of a notebook cell, ``in outer``), that function is marked hung, and every later
+    code cell that names it is not run, saying why, instead of hanging again."""
 
     lost: str | None = None         # why the kernel was given up, once it was
+    hung: dict[str, str] = {}       # function the notebook defined -> the cell where it ran past the limit
+    _running = ""                   # the name of the cell being run, for the messages
+    _timed_out = False              # whether the cell being run was interrupted at its limit
 
     def __init__(self, sandbox: Sandbox | None = None, assignment: str | None = None, fork: bool = False, **kwargs):
         kwargs.setdefault("shutdown_kernel", "immediate")  # a hung kernel is killed, not waited for
         # The kernel's start-up warnings (plain-TCP transport) would repeat once per learner.
         kwargs.setdefault("extra_arguments", ["--IPKernelApp.log_level=ERROR"])
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
+        self._given = {name: value for name, value in kwargs.items() if name != "config"}
         super().__init__(**kwargs)
         self.sandbox = sandbox      # where the kernel runs confined; None: with our own rights
         self.fork = fork            # forked from the sandbox's fork server (kernel_forks), not started anew
         self.assignment = assignment  # when given, its grading code is verified after every cell
         self.integrity: IntegrityWatch | None = None
+
+    def reset_execution_trackers(self):
+        """Also put back the settings this executor was made with (a --timeout): nbconvert's
+        ``preprocess`` runs ``NotebookClient.__init__`` again, which loads the config over them."""
+        super().reset_execution_trackers()
+        for name, value in getattr(self, "_given", {}).items():
+            setattr(self, name, value)
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
@@ -65,7 +82,7 @@ class GuardedExecute(Execute):
         return km
 
     def preprocess(self, nb, resources=None, km=None):
-        self.lost, self.integrity = None, None
+        self.lost, self.integrity, self.hung = None, None, {}
         try:
             return super().preprocess(nb, resources, km)
         except (DeadKernelError, CellTimeoutError, RuntimeError):
@@ -80,11 +97,19 @@ class GuardedExecute(Execute):
         if self.lost is not None:
             cell.outputs = [_error_output("CellNotRun", f"this cell did not run: {self.lost}")]
             return cell, resources
+        named = [f for f in self.hung if re.search(rf"(?<![\w.]){re.escape(f)}\b", cell.source)]
+        if named:
+            cell.outputs = [_error_output("CellNotRun", f"this cell did not run: it uses {named[0]}, which ran past "
+                                                        f"the {self.timeout} s time limit in {self.hung[named[0]]}")]
+            return cell, resources
+        self._running, self._timed_out = _cell_name(cell, index), False
         if self.assignment and self.integrity is None:
             self.integrity = IntegrityWatch(self.kc, check_module(self.assignment))
             self.integrity.before_first_cell()
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
+            if self._timed_out and (function := _hung_function(cell)):
+                self.hung.setdefault(function, self._running)
             if self.integrity:
                 self.integrity.after_cell(cell, index, last=index == len(self.nb.cells) - 1)
             return cell, resources
@@ -96,6 +121,30 @@ class GuardedExecute(Execute):
             cell.outputs.append(_error_output(
                 "CellTimeoutError", f"this cell ran past its {self.timeout} s limit and ignored the interrupt"))
         return cell, resources
+
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        """Interrupt the cell (as nbgrader does) with an error that states the limit."""
+        self._timed_out = True
+        why = f"this cell ran past its {timeout} s time limit and was interrupted"
+        self.error_on_timeout = {"ename": "CellTimeoutError", "evalue": why,
+                                 "traceback": [f"\x1b[0;31mCellTimeoutError\x1b[0m: {why}"]}
+        return await super()._async_handle_timeout(timeout, cell)
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+CELL_FRAME = re.compile(r"Cell In\[\d+\], line \d+, in (\w+)")
+
+
+def _hung_function(cell: NotebookNode) -> str | None:
+    """The function defined in the notebook that was running when the cell was interrupted: the
+    innermost frame of a notebook cell in its KeyboardInterrupt traceback (None at module level)."""
+    for output in cell.outputs:
+        if output.output_type == "error" and output.ename == "KeyboardInterrupt":
+            frames = CELL_FRAME.findall(ANSI.sub("", "\n".join(output.traceback)))
+            if frames and frames[-1] != "<module>":
+                return frames[-1]
+    return None
 
 
 @dataclass

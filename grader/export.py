@@ -1,7 +1,8 @@
-"""Scores out of the gradebook into a CSV: one row per learner and assignment, one column per
-graded cell of the assignments handed in, then the total, the maximum, and the late penalty
-(nbgrader's ``late_submission_penalty``: points the instructor's late-submission policy takes off
-the total; 0 for a submission on time or without a penalty method)."""
+"""Scores out of the gradebook into our CSV (``autograde-scores.csv``: not ``grades.csv``, which is
+``nbgrader export``'s, in its own format): one row per learner and assignment, one column per
+graded cell of the assignments handed in, then the total, the maximum, when it was handed in and
+how late, and the late penalty (nbgrader's ``late_submission_penalty``: points the instructor's
+late-submission policy takes off the total; 0 for a submission on time or without a penalty method)."""
 from __future__ import annotations
 
 import csv
@@ -11,6 +12,24 @@ from pathlib import Path
 from nbgrader.api import Gradebook
 
 from .course import Course
+
+CSV_NAME = "autograde-scores.csv"     # in the course directory, beside nbgrader export's grades.csv
+LATE_COLUMNS = ["timestamp", "seconds_late", "late", "late_penalty"]
+
+
+def lateness(assignment) -> dict[str, object]:
+    """A submitted assignment's hand-in time, seconds late and status, from the gradebook: "late",
+    "on time", "no due date" (none set for the assignment) or "no timestamp" (none handed in with it)."""
+    timestamp, duedate = assignment.timestamp, assignment.duedate
+    if timestamp is None:
+        status = "no timestamp"
+    elif duedate is None:
+        status = "no due date"
+    else:
+        status = "late" if assignment.total_seconds_late > 0 else "on time"
+    return {"timestamp": f"{timestamp:%Y-%m-%d %H:%M:%S} UTC" if timestamp else "",
+            "seconds_late": _number(assignment.total_seconds_late) if status in ("late", "on time") else "",
+            "late": status}
 
 
 def score_rows(course: Course) -> tuple[list[str], list[dict[str, object]]]:
@@ -29,9 +48,10 @@ def score_rows(course: Course) -> tuple[list[str], list[dict[str, object]]]:
                     for grade in submission.grades:
                         row[grade.name] = _number(grade.score)
                     row["total"], row["max"] = _number(submission.score), _number(submission.max_score)
+                    row.update(lateness(submission.assignment))
                     row["late_penalty"] = _number(submission.late_submission_penalty or 0)
                     rows.append(row)
-    return ["learner", "assignment", *columns, "total", "max", "late_penalty"], rows
+    return ["learner", "assignment", *columns, "total", "max", *LATE_COLUMNS], rows
 
 
 def _number(value: float | None) -> object:

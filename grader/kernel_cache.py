@@ -91,33 +91,55 @@ def seed(cache: Path | None, sandbox: Sandbox) -> None:
 
 
 def _make(course: Course, assignment: str, kept: Path) -> None:
-    from .execute import GuardedExecute
+    from .nbgrader_sandbox import hidden_paths
 
     work = Path(tempfile.mkdtemp(prefix="tensorcraft-warm-"))
     work.chmod(0o711)
-    sandbox = Sandbox(work / "scratch", hidden=[course.root.resolve(), cache_root()], uid=claim_uid())
+    sandbox = Sandbox(work / "scratch", hidden=hidden_paths(course), uid=claim_uid())
+    try:
+        run_solution(course, assignment, sandbox, WARM_UP_TIMEOUT)
+        keep(sandbox, kept, assignment)
+    finally:
+        sandbox.end()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_solution(course: Course, assignment: str, sandbox: Sandbox | None, timeout: int,
+                 cache: Path | None = None, folder: Path | None = None):
+    """Execute the assignment's solution as grading runs a learner's notebook (``NBGRADER_EXECUTION``
+    set, the grading code verified after each cell) in ``sandbox`` (None: unconfined, in ``folder``),
+    which starts with a copy of ``cache``; returns the executed notebook and the executor."""
+    from .execute import GuardedExecute
+
     previous = os.environ.get("NBGRADER_EXECUTION")
     try:
-        sandbox.end()
-        sandbox.prepare()
+        if sandbox is not None:
+            sandbox.end()
+            sandbox.prepare()
+            seed(cache, sandbox)
         notebook = nbformat.read(course.source(assignment), as_version=4)
         os.environ["NBGRADER_EXECUTION"] = "autograde"      # what grading runs, not the slower demos
-        GuardedExecute(sandbox=sandbox, timeout=WARM_UP_TIMEOUT).preprocess(
-            notebook, {"metadata": {"path": str(sandbox.scratch)}})
-        sandbox.end()
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        made = sandbox.scratch / CACHE
-        staging = Path(tempfile.mkdtemp(prefix=f".{assignment}-", dir=kept.parent))
-        if made.is_dir():
-            shutil.copytree(made, staging, symlinks=True, dirs_exist_ok=True)
-        try:
-            os.replace(staging, kept)        # whole or not at all; a run killed here leaves no half cache
-        except OSError:                      # another run kept one first
-            shutil.rmtree(staging, ignore_errors=True)
+        executor = GuardedExecute(sandbox=sandbox, timeout=timeout, assignment=assignment)
+        notebook, _ = executor.preprocess(
+            notebook, {"metadata": {"path": str(sandbox.scratch if sandbox is not None else folder)}})
+        return notebook, executor
     finally:
         if previous is None:
             os.environ.pop("NBGRADER_EXECUTION", None)
         else:
             os.environ["NBGRADER_EXECUTION"] = previous
-        sandbox.end()
-        shutil.rmtree(work, ignore_errors=True)
+        if sandbox is not None:
+            sandbox.end()
+
+
+def keep(sandbox: Sandbox, kept: Path, assignment: str) -> None:
+    """Keep what a run in ``sandbox`` compiled as the cache ``kept``, whole or not at all."""
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    made = sandbox.scratch / CACHE
+    staging = Path(tempfile.mkdtemp(prefix=f".{assignment}-", dir=kept.parent))
+    if made.is_dir():
+        shutil.copytree(made, staging, symlinks=True, dirs_exist_ok=True)
+    try:
+        os.replace(staging, kept)        # whole or not at all; a run killed here leaves no half cache
+    except OSError:                      # another run kept one first
+        shutil.rmtree(staging, ignore_errors=True)

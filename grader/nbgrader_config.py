@@ -26,6 +26,24 @@ c.GenerateFeedback.preprocessors = [
 # Autograde.autograde_preprocessors (grader/pipeline.py): what is set here for them (say
 # c.IgnorePattern.pattern, c.LimitOutput.max_lines, c.ClearMetadataPreprocessor.enabled) applies to
 # `python -m grader autograde` exactly as to `nbgrader autograde`.
+# nbgrader's default list, with two of ours: SandboxedExecute in place of nbgrader's Execute, so that
+# `nbgrader autograde` and formgrader's Autograde button run each learner's notebook in the grading
+# sandbox too (grader/nbgrader_sandbox.py; `python -m grader autograde` puts its own executor there),
+# and PartialCredit before the scores are saved (off unless enabled below).
+c.Autograde.autograde_preprocessors = [
+    "grader.nbgrader_sandbox.SandboxedExecute",
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbgrader.preprocessors.LimitOutput",
+    "grader.partial_credit.PartialCredit",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+
+# Partial credit per group of cases: a test cell whose check fails some groups earns its points times
+# the share of groups that passed (8 of 10 groups -> 2.4 of 3 points). Off: all or nothing per cell.
+c.PartialCredit.enabled = False
 
 # Late submissions: a submission's timestamp.txt against its assignment's due date
 # (`nbgrader db assignment add NAME --duedate="2027-01-31 17:00:00 UTC"` in this directory).

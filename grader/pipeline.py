@@ -92,11 +92,13 @@ def _split(config: Config) -> tuple[list, list, list[type]]:
 
 
 def build_chains(config: Config, executor: type[Execute], **executor_kwargs) -> Chains:
-    """nbgrader's configured chains with nbgrader's Execute replaced by ``executor`` (built with
+    """nbgrader's configured chains with nbgrader's Execute (or the course config's
+    ``SandboxedExecute``, any subclass of it) replaced by ``executor`` (built with
     ``executor_kwargs`` over the config, e.g. a --timeout) and the gradebook writers taken out."""
     sanitize, autograde, writers = _split(config)
     return Chains([_instance(step, config) for step in sanitize],
-                  [executor(config=config, **executor_kwargs) if _class(step) is Execute else _instance(step, config)
+                  [executor(config=config, **executor_kwargs) if issubclass(_class(step), Execute)
+                   else _instance(step, config)
                    for step in autograde],
                   writers)
 
@@ -119,3 +121,15 @@ def feedback_steps(config: Config) -> tuple[Config, list]:
     the exporter's config (feedback template) and the list of preprocessors, kept only there."""
     converter = GenerateFeedback(config=config)
     return converter.config, list(converter.preprocessors)
+
+
+def exchange_root(config: Config) -> Path:
+    """nbgrader's exchange folder as the config sets it (``c.Exchange.root``), else nbgrader's default."""
+    from nbgrader.exchange.default.exchange import Exchange
+    root = config.Exchange.root if "root" in config.Exchange else Exchange.class_traits()["root"].default_value
+    return Path(root).resolve()
+
+
+def cell_timeout(config: Config) -> int:
+    """Seconds a cell may run while grading: the config's ``Execute.timeout``, else nbgrader's default."""
+    return config.Execute.timeout if "timeout" in config.Execute else Execute.class_traits()["timeout"].default_value

@@ -1,9 +1,12 @@
 """A sandbox per executed notebook: bubblewrap (``bwrap``) around the kernel process.
 
 A submission is untrusted code. Its kernel sees a fresh root holding only what Python needs to
-run the course (the system's /usr and /etc, the Python installation, the course code), all
-read-only; one scratch folder of its own, writable; no network, no other process (a PID
-namespace of its own); and no course directory, gradebook, submissions folder or other learner.
+run the course (the system's /usr and /etc, the Python installation, the packages ``grader`` and
+``tensorcraft``), all read-only, and nothing else of the checkout they come from (no
+``solutions/``, ``tests/``, ``.git``, ``build/``); one scratch folder of its own, writable; no
+network, no other process (a PID namespace of its own); and no course directory, gradebook,
+submissions folder, exchange or other learner (``hidden``: covered even where a readable folder
+holds them).
 Where the grader runs as root the kernel also runs under a uid of its own (one per worker,
 through ``setpriv``), so that it holds no capability and its process cap is its own. Memory
 (address space), processes and file sizes are capped with resource limits (``prlimit``).
@@ -103,7 +106,9 @@ class Sandbox:
                     "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/tmp"]
         made: set[Path] = {Path("/"), Path("/tmp")}
         readable = _system_paths() + _python_paths() + [p for p in self.readable if p.exists()]
-        for path in _outermost(readable):
+        hidden = [p for p in self.hidden + _checkouts() if p.exists()]
+        bound = _outermost(readable)
+        for path in bound:
             command += _parents(path, made)
             if path.is_symlink() and path.parent == Path("/"):       # /lib -> usr/lib on merged-/usr systems
                 command += ["--symlink", os.readlink(path), str(path)]
@@ -111,15 +116,26 @@ class Sandbox:
                 command += ["--ro-bind", str(path), str(path)]
         for path in _nvidia_devices():
             command += ["--dev-bind", str(path), str(path)]
-        for path in self.hidden:
-            if any(_inside(path, r) for r in readable) and path.exists():
-                command += ["--tmpfs", str(path)]   # a readable folder holds it: cover it with an empty one
+        covered = _outermost([h for h in hidden if any(_inside(h, b) and h != b for b in bound)])
+        for path in covered:                # a readable folder holds it: cover it with an empty one
+            made.update(path.parents)
+            made.add(path)
+            command += ["--tmpfs", str(path)]
+        # what is readable inside a covered folder (the course code in a checkout under /opt) is bound again
+        for path in _outermost([r for r in readable if any(_inside(r, c) and r != c for c in covered)]):
+            command += _parents(path, made) + ["--ro-bind", str(path), str(path)]
+        for path in covered:                # nothing can be written there (made read-only once filled)
+            command += ["--remount-ro", str(path)]
         command += _parents(self.scratch, made)
         command += ["--bind", str(self.scratch), str(self.scratch), "--chdir", str(self.scratch), "--"]
         if self.uid is not None:
             command += ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
                         "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
         return command + argv
+
+
+class NoSandboxError(RuntimeError):
+    """No sandbox can be made here, and running learners' code unconfined was not asked for."""
 
 
 _claimed: list = []      # the open lock file of the uid this process claimed (held until it exits)
@@ -176,17 +192,31 @@ def _system_paths() -> list[Path]:
 
 
 def _python_paths() -> list[Path]:
-    """The Python installation, its site-packages, PYTHONPATH and the course's code, with symlinks
+    """The Python installation, its site-packages, PYTHONPATH and the course's code (the folders of
+    the packages ``grader`` and ``tensorcraft``, not the checkout that holds them), with symlinks
     resolved so that both names work. Not the rest of ``sys.path``: its first entry is the folder a
     command was started from, which may be anything."""
-    import grader
-    import tensorcraft
     paths = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.executable).parent,
-             Path(grader.__file__).resolve().parents[1], Path(tensorcraft.__file__).resolve().parents[1]}
+             *_package_folders()}
     paths |= {Path(p) for p in site.getsitepackages() if Path(p).is_dir()}
     paths |= {Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).is_dir()}
     resolved = {p.resolve() for p in paths} | {Path(sys.executable).resolve().parent.parent}
     return sorted(p.absolute() for p in paths | resolved if p != Path("/"))
+
+
+def _package_folders() -> list[Path]:
+    import grader
+    import tensorcraft
+    return [Path(grader.__file__).resolve().parent, Path(tensorcraft.__file__).resolve().parent]
+
+
+def _checkouts() -> list[Path]:
+    """The source checkouts the course code was imported from (the folder holding ``grader/`` when it
+    has a ``pyproject.toml`` or ``.git``): never visible but for the package folders and the
+    environment inside, so that no kernel reads ``solutions/``, ``tests/``, ``.git``, ``build/`` or
+    a course directory kept there. Empty for an installed (non-editable) course."""
+    holders = {folder.parent for folder in _package_folders()} | {folder.parents[1] for folder in _package_folders()}
+    return sorted(h for h in holders if h != Path("/") and ((h / "pyproject.toml").exists() or (h / ".git").exists()))
 
 
 def _inside(path: Path, folder: Path) -> bool:

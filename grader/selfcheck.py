@@ -21,6 +21,7 @@ from .autograde import autograde
 from .build import build, solution_files
 from .course import NOTEBOOKS, SOLUTIONS, Course
 from .mutants import mutants_for
+from .preflight import shortfall
 
 SOLUTION, RELEASE = "solution", "release"
 MUTANT_SEED = 0   # hidden cases for mutants are drawn from a fixed seed, so a check run is repeatable
@@ -125,7 +126,15 @@ def check_notebook(course: Course, assignment: str, workspace: Path, timeout: in
         (submissions / learner / f"{assignment}.ipynb").write_bytes(source.read_bytes())
     # the course's own solutions and mutants: sandboxed where a sandbox can be had, else run as they are
     summary = autograde(submissions, course, workers=2, timeout=timeout, feedback=False, progress=False,
-                        isolation="auto")
+                        isolation="auto", preflight=False)   # the solution is graded here anyway
+    broken = next((shortfall(nbformat.read(course.autograded(o.submission.learner, assignment), as_version=4))
+                   for o in summary.outcomes if o.submission.learner == SOLUTION and o.status != "error"
+                   and o.score != o.max_score), None)
+    if broken:      # the cause in one line: what fails after it (the release, every cell) would say nothing more
+        verdict.solution_score = next(o.score for o in summary.outcomes if o.submission.learner == SOLUTION)
+        verdict.problems.append(f"the solution does not score full marks where learners' notebooks run: {broken}")
+        verdict.seconds = time.perf_counter() - started
+        return verdict
     for outcome in summary.outcomes:
         if outcome.status == "error":
             verdict.problems.append(f"{outcome.submission.learner}: {'; '.join(outcome.notes)}")

@@ -113,6 +113,33 @@ def outer(a, b):
     return a[:, None] * b[None, :]
 '''
 
+# Reads and prints every instructor file it can find: the answers, the history, the tests, the
+# course directories, gradebooks and submissions, the exchange, the folders beside the checkout.
+READER = """import os, pathlib
+def _show(_path):
+    _path = pathlib.Path(_path)
+    try:
+        if _path.is_dir():
+            _found = sorted(os.listdir(_path))
+            if not _found:
+                return print("nothing at", _path)
+            print("FOUND", _path, _found[:5])
+            for _file in sorted(_path.rglob("*"))[:50]:
+                if _file.is_file():
+                    print("FOUND", _file, _file.read_text(errors="replace")[:200])
+        else:
+            print("FOUND", _path, _path.read_text(errors="replace")[:200])
+    except OSError as _error:
+        print("nothing at", _path, type(_error).__name__)
+for _target in {targets!r}:
+    _show(_target)
+print("the checkout holds:", sorted(os.listdir({checkout!r})) if os.path.isdir({checkout!r}) else [])
+
+
+def outer(a, b):
+    {body}
+"""
+
 FULL = set(POINTS)
 ROWS_ONLY = {"normalize_rows_tests"}
 
@@ -125,9 +152,12 @@ def _with_outer_cell(source: str, rows: str | None = CORRECT_ROWS) -> nbformat.N
     return notebook
 
 
-def write_hostile_class(folder: Path, known: list[str], port: int, markers: list[str]) -> dict[str, set[str]]:
-    """Write the class into ``folder``; return learner -> the graded cells that must pass."""
+def write_hostile_class(folder: Path, known: list[str], port: int, markers: list[str],
+                        secrets: list[str] = (), checkout: str = "") -> dict[str, set[str]]:
+    """Write the class into ``folder``; return learner -> the graded cells that must pass.
+    ``secrets``: the instructor's files and folders the reader tries to read and print."""
     learners = {
+        "reader": (_with_outer_cell(READER.format(targets=list(secrets), checkout=checkout, body=CORRECT_OUTER)), FULL),
         "correct": (submission(CORRECT_OUTER, CORRECT_ROWS), FULL),
         "destroyer": (_with_outer_cell(DESTROYER.format(known=known, body=CORRECT_OUTER)), FULL),
         "patches_compare": (_with_outer_cell(PATCHES_COMPARE), set()),

@@ -66,13 +66,16 @@ def test_a_timeout_and_a_dead_kernel_leave_errors_in_the_autograded_cells(graded
     assert "KeyboardInterrupt" in errors("loops")["outer_tests"] or "CellTimeoutError" in errors("loops")["outer_tests"]
     assert errors("kills") == {"outer_tests": ["DeadKernelError"], "normalize_rows_tests": ["CellNotRun"]}
     assert errors("correct") == {"outer_tests": [], "normalize_rows_tests": []}
+    # the learner reads the limit it ran past in its feedback
+    assert f"this cell ran past its {TIMEOUT} s time limit" in _text(course.feedback("loops", "00_welcome"))
 
 
 def test_csv_holds_per_exercise_and_total_scores(graded):
     course, _, summary = graded
     rows = list(csv.DictReader(summary.csv.open()))
+    assert summary.csv == course.root / "autograde-scores.csv"   # not nbgrader export's grades.csv
     assert list(rows[0]) == ["learner", "assignment", "normalize_rows_tests", "outer_tests", "total", "max",
-                             "late_penalty"]
+                             "timestamp", "seconds_late", "late", "late_penalty"]
     by_learner = {row["learner"]: row for row in rows}
     assert sorted(by_learner) == sorted(fake_class.LEARNERS)
     for learner, expected in fake_class.EXPECTED.items():
@@ -80,6 +83,7 @@ def test_csv_holds_per_exercise_and_total_scores(graded):
         assert {k: float(row[k]) for k in expected} == expected
         assert float(row["total"]) == sum(expected.values()) and float(row["max"]) == fake_class.MAX_SCORE
         assert float(row["late_penalty"]) == 0          # no timestamp.txt: on time
+        assert (row["timestamp"], row["seconds_late"], row["late"]) == ("", "", "no timestamp")
 
 
 def _text(page: Path) -> str:
@@ -155,6 +159,9 @@ def test_nbgraders_own_commands_work_on_the_course(graded):
     rows = list(csv.DictReader((course.root / "nbgrader-export.csv").open()))
     welcome = {r["student_id"]: float(r["score"]) for r in rows if r["assignment"] == "00_welcome"}
     assert welcome["correct"] == fake_class.MAX_SCORE and welcome["untouched"] == 0
+    result = subprocess.run([sys.executable, "-m", "nbgrader", "export"], cwd=course.root, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (course.root / "grades.csv").exists() and graded[2].csv.read_text().startswith("learner,assignment,")
 
 
 def test_a_run_killed_half_way_resumes_without_regrading(built_course, tmp_path):
@@ -163,7 +170,7 @@ def test_a_run_killed_half_way_resumes_without_regrading(built_course, tmp_path)
     submissions = fake_class.write_class(tmp_path / "submissions", learners)
     command = [sys.executable, "-m", "grader", "autograde", str(submissions), "--course", str(course.root),
                "--workers", "1", "--timeout", str(TIMEOUT), *(["--unsafe"] if unavailable() else [])]
-    done = fake_class.autograde_killed_half_way(command, course.root, within=120)
+    done = fake_class.autograde_killed_half_way(command, course.root, within=300)   # the preflight runs first
     assert 0 < len(done) < len(learners), "the run was not stopped half-way"
     graded_before = {l: course.autograded(l, "00_welcome").stat().st_mtime_ns for l in done}
     resumed = autograde(submissions, course, workers=2, timeout=TIMEOUT, progress=False, isolation=ISOLATION)

@@ -18,6 +18,7 @@ from pathlib import Path
 from nbgrader.api import Gradebook
 
 from grader.course import Course, put_python_scripts_on_path
+from grader.export import CSV_NAME
 from grader.sandbox import unavailable
 
 _spec = importlib.util.spec_from_file_location("fake_class", Path(__file__).with_name("fake_class.py"))
@@ -74,7 +75,7 @@ def test_killed_at_random_moments_then_rerun_loses_nothing(built_course, tmp_pat
         scores = {learner: {g.name: g.score for g in gradebook.find_submission_notebook(
                       "00_welcome", "00_welcome", learner).grades} for learner in LEARNERS}
     assert scores == {learner: fake_class.EXPECTED[learner] for learner in LEARNERS}, f"seed {seed}"
-    rows = {row["learner"]: row for row in csv.DictReader((course.root / "grades.csv").open())}
+    rows = {row["learner"]: row for row in csv.DictReader((course.root / CSV_NAME).open())}
     assert sorted(rows) == sorted(LEARNERS)
     for learner in LEARNERS:
         assert float(rows[learner]["total"]) == sum(fake_class.EXPECTED[learner].values())

@@ -76,3 +76,32 @@ def test_a_rebuild_never_overwrites_an_edited_learner_notebook(built_course, tmp
     assert "left as it is" in capsys.readouterr().err
     assert build(course, notebooks=mine, only=only, overwrite=True) == [target]
     assert target.read_bytes() == (notebooks / "00_welcome.ipynb").read_bytes()
+
+
+def test_a_rebuild_regenerates_only_the_assignments_whose_source_changed(tmp_path, monkeypatch):
+    """`make instructor` builds on every start: an unchanged notebook is not generated again."""
+    import shutil
+
+    from grader import build as build_module
+    from grader.course import Course
+    solutions = tmp_path / "solutions"
+    shutil.copytree(SOLUTIONS, solutions)
+    course, notebooks, only = Course(tmp_path / "course"), tmp_path / "notebooks", ["00_welcome", "01_einsum_notation"]
+    generated = []
+    real = build_module.generate_assignment
+    monkeypatch.setattr(build_module, "generate_assignment", lambda c, a: (generated.append(a), real(c, a)))
+    build_module.build(course, solutions, notebooks, only)
+    assert generated == only
+    release = course.release("00_welcome").read_bytes()
+    generated.clear()
+    assert [p.name for p in build_module.build(course, solutions, notebooks, only)] == [f"{a}.ipynb" for a in only]
+    assert generated == [] and course.release("00_welcome").read_bytes() == release
+    edited = solutions / "01_einsum_notation.py"
+    edited.write_text(edited.read_text() + "\n# %% [markdown]\n# One more line.\n")
+    build_module.build(course, solutions, notebooks, only)
+    assert generated == ["01_einsum_notation"]
+    generated.clear()
+    (course.root / "nbgrader_config.py").unlink()   # prepare() writes it again: same config, nothing to do
+    course.release("00_welcome").unlink()            # a release gone is made again
+    build_module.build(course, solutions, notebooks, only)
+    assert generated == ["00_welcome"]

@@ -1,5 +1,7 @@
 """A class of hostile submissions graded in one parallel batch, each kernel in its sandbox: every
 learner gets the score it must, the correct ones keep full marks, nothing outside a sandbox changes."""
+import ast
+import contextlib
 import csv
 import hashlib
 import html as html_text
@@ -12,11 +14,14 @@ import sys
 import threading
 from pathlib import Path
 
+import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
 from grader.autograde import autograde
 from grader.course import REPO, Course, put_python_scripts_on_path
+from grader.kernel_cache import cache_root
+from grader.pipeline import course_config, exchange_root
 from grader.sandbox import FIRST_UID, UIDS, unavailable
 
 _here = Path(__file__).parent
@@ -80,16 +85,55 @@ def graded(built_course, tmp_path_factory):
     markers = [str(REPO / "lib" / "learner_was_here"), str(Path.home() / "learner_was_here"),
                str(root / "learner_was_here"), str(course.root / "learner_was_here"),
                str(submissions / "learner_was_here"), "/tmp/learner_was_here"]
-    passing = hostile_class.write_hostile_class(submissions, [str(course.root), str(submissions)], listener.port, markers)
-    handed_in = _hashes(submissions)
-    summary = autograde(submissions, course, workers=2, timeout=TIMEOUT, progress=False, isolation="sandbox")
-    yield course, submissions, summary, passing, handed_in, listener, markers
+    with instructor_files(course, submissions) as secrets:
+        passing = hostile_class.write_hostile_class(submissions, [str(course.root), str(submissions)], listener.port,
+                                                    markers, [str(p) for p in secrets], str(REPO))
+        handed_in = _hashes(submissions)
+        summary = autograde(submissions, course, workers=2, timeout=TIMEOUT, progress=False, isolation="sandbox")
+        yield course, submissions, summary, passing, handed_in, listener, markers, secrets
     for marker in markers:
         Path(marker).unlink(missing_ok=True)
 
 
+SECRET = "instructor-only-4f1c9e"      # written into the planted instructor files: no output may show it
+
+
+@contextlib.contextmanager
+def instructor_files(course: Course, submissions: Path):
+    """Every instructor file a learner must not read, some planted for the test (another course
+    directory in the checkout's build/ with a whole class's grades, a submission in nbgrader's
+    default exchange): the answers, the history, the tests, the course directories and
+    gradebooks, the submissions, the kept kernels, and every folder beside the checkout."""
+    planted: list[Path] = []
+    other = REPO / "build" / f"other-course-{os.getpid()}"
+    (other / "submitted" / "someone").mkdir(parents=True)
+    (other / "grades.csv").write_text(f"learner,score\nsomeone,{SECRET}\n")
+    planted.append(other)
+    exchange = exchange_root(course_config(course.root / "nbgrader_config.py"))
+    inbound = exchange / "tensorcraft" / "inbound" / f"someone+00_welcome+{os.getpid()}"
+    made = [p for p in (inbound, *inbound.parents) if not p.exists()]     # removed after, deepest first
+    try:
+        inbound.mkdir(parents=True)
+        (inbound / "00_welcome.ipynb").write_text(SECRET)
+    except OSError:                 # not ours to write (not root): the folder is still tried below
+        made = []
+    (course.root / "gradebook.db").exists() or pytest.fail("the course copy has no gradebook")
+    secrets = [REPO / "solutions", REPO / "solutions" / "00_welcome.py", REPO / ".git", REPO / "tests",
+               REPO / "build", other / "grades.csv", REPO / "pyproject.toml", REPO / "notebooks",
+               course.root, course.root / "gradebook.db", course.root / "source", submissions, cache_root(), exchange,
+               *[p for p in REPO.parent.iterdir() if p.name != REPO.name]]
+    try:
+        yield secrets
+    finally:
+        shutil.rmtree(other, ignore_errors=True)
+        (inbound / "00_welcome.ipynb").unlink(missing_ok=True)
+        for folder in made:
+            with contextlib.suppress(OSError):      # only if still empty: another user's may be there now
+                folder.rmdir()
+
+
 def test_every_learner_gets_the_score_it_must(graded):
-    course, _, summary, passing, _, _, _ = graded
+    course, _, summary, passing, *_ = graded
     assert {o.submission.learner: o.status for o in summary.outcomes} == {learner: "graded" for learner in passing}, \
         [(o.submission.learner, o.notes) for o in summary.outcomes if o.status != "graded"]
     put_python_scripts_on_path()
@@ -102,7 +146,7 @@ def test_every_learner_gets_the_score_it_must(graded):
 
 
 def test_patching_the_checks_is_named_in_the_notes_and_the_feedback(graded):
-    course, _, summary, _, _, _, _ = graded
+    course, _, summary, *_ = graded
     notes = {o.submission.learner: " ".join(o.notes) for o in summary.outcomes}
     for learner, patched in (("patches_compare", "grader.checks.exercise.mismatch"),
                              ("patches_check", "grader.checks.exercise.Exercise.check")):
@@ -114,7 +158,7 @@ def test_patching_the_checks_is_named_in_the_notes_and_the_feedback(graded):
 
 
 def test_nothing_outside_the_sandboxes_changed(graded):
-    course, submissions, summary, passing, handed_in, listener, markers = graded
+    course, submissions, summary, passing, handed_in, listener, markers, _ = graded
     assert _hashes(submissions) == handed_in, "a submission was changed"
     for learner in passing:
         assert course.submitted(learner, "00_welcome").read_bytes() == (submissions / learner / "00_welcome.ipynb").read_bytes()
@@ -135,3 +179,20 @@ def test_the_attacks_were_made_and_refused_inside_the_sandbox(graded):
     assert re.search(r"forked \d+", printed("fork_bomb"))
     assert "no network" in printed("network")
     assert printed("writer").count("refused:") == 6
+
+
+def test_a_learner_reads_no_instructor_file_and_prints_none_into_its_feedback(graded):
+    """The reader tried each instructor file and folder, and each was not there: not the answers,
+    the history, the tests, a course directory, a gradebook, the submissions, the exchange or a folder
+    beside the checkout. Of the checkout it sees only the course code and the environment."""
+    course, *_, secrets = graded
+    notebook = nbformat.read(course.autograded("reader", "00_welcome"), as_version=4)
+    printed = "".join(o.get("text", "") for cell in notebook.cells for o in cell.get("outputs", []))
+    feedback = html_text.unescape(course.feedback("reader", "00_welcome").read_text())
+    assert "FOUND" not in printed, [line for line in printed.splitlines() if "FOUND" in line][:5]
+    assert printed.count("nothing at") == len(secrets), "the reader did not try every file"
+    assert SECRET not in printed and SECRET not in feedback
+    seen = re.search(r"the checkout holds: (\[[^\]]*\])", printed)[1]
+    allowed = {"grader", "lib"} | {p.relative_to(REPO).parts[0] for p in map(Path, (sys.prefix,))
+                                   if p.is_relative_to(REPO)}
+    assert set(ast.literal_eval(seen)) <= allowed, seen

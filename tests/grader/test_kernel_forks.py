@@ -127,11 +127,12 @@ def test_learners_who_share_a_server_cannot_reach_each_other_or_the_server():
 
 
 def test_a_cell_past_its_limit_is_interrupted_in_a_forked_kernel():
-    printed, executor = _run(["while True:\n    pass", "import subprocess\nsubprocess.run(['sleep', '60'])",
-                              "print('still here')"], fork=True, timeout=5)
+    printed, executor = _run(["while True:\n    pass", "print('still here')",
+                              "import subprocess\nsubprocess.run(['sleep', '60'])"], fork=True, timeout=5)
     assert executor.lost is None, executor.lost
-    assert printed[0][1][0] == "KeyboardInterrupt" and printed[1][1][0] == "KeyboardInterrupt"
-    assert printed[2] == ("still here\n", [])
+    assert printed[0][1] == ["KeyboardInterrupt", "CellTimeoutError"]
+    assert printed[1] == ("still here\n", [])
+    assert printed[2][1][0] == "KeyboardInterrupt"      # a hang at module level marks no function hung
 
 
 def test_a_server_that_died_is_replaced_for_the_next_learner():

@@ -13,12 +13,14 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbgrader.api import Gradebook
 from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute, IgnorePattern, LimitOutput
+from nbgrader.utils import parse_utc
 from traitlets.config import Config
 
 from grader import pipeline
 from grader.autograde import autograde
 from grader.course import Course, put_python_scripts_on_path
 from grader.execute import GuardedExecute, execute_submission
+from grader.nbgrader_sandbox import SandboxedExecute
 
 TIMEOUT = int(os.environ.get("TENSORCRAFT_TEST_CELL_TIMEOUT", "60"))
 DUE = "2026-11-30 17:00:00 UTC"
@@ -127,7 +129,10 @@ def test_the_late_penalty_equals_nbgrader_autograde(side_by_side):
     header = rows["learner"]
     late = dict(zip(header, rows["late-00_welcome"]))
     assert float(late["late_penalty"]) == penalties["late"] == float(late["total"])
-    assert float(dict(zip(header, rows["on_time-00_welcome"]))["late_penalty"]) == 0
+    assert (late["timestamp"], late["late"]) == (LATE, "late")
+    assert float(late["seconds_late"]) == (parse_utc(LATE) - parse_utc(DUE)).total_seconds()
+    on_time = dict(zip(header, rows["on_time-00_welcome"]))
+    assert float(on_time["late_penalty"]) == 0 and (on_time["late"], float(on_time["seconds_late"])) == ("on time", 0)
     assert any("handed in late" in " ".join(o.notes) for o in summary.outcomes
                if o.submission.learner == "late-00_welcome")
 
@@ -143,10 +148,12 @@ def test_the_chains_are_nbgraders_with_our_executor_and_without_the_gradebook_wr
     chains = pipeline.build_chains(config, GuardedExecute, timeout=7)
     nbgraders = Autograde(config=config)
     assert _names(chains.sanitize) == [c.__name__ for c in nbgraders.sanitize_preprocessors]
-    expected = [("GuardedExecute" if c is Execute else c.__name__) for c in nbgraders.autograde_preprocessors
+    configured = [pipeline._class(c) for c in nbgraders.autograde_preprocessors]
+    assert configured[0] is SandboxedExecute        # nbgrader's own autograde runs sandboxed too
+    expected = [("GuardedExecute" if issubclass(c, Execute) else c.__name__) for c in configured
                 if c not in pipeline.GRADEBOOK_WRITERS]
     assert _names(chains.autograde) == expected
-    assert {"IgnorePattern", "ClearMetadataPreprocessor", "LimitOutput"} <= set(expected)
+    assert {"IgnorePattern", "ClearMetadataPreprocessor", "LimitOutput", "PartialCredit"} <= set(expected)
     assert [w.__name__ for w in chains.writers] == ["SaveAutoGrades", "AssignLatePenalties"]
     assert chains.autograde[0].timeout == 7
 

@@ -111,12 +111,29 @@ def _run_cells(box: Sandbox, sources: list[str], timeout: int = 60):
 def test_a_cell_past_its_limit_is_interrupted_inside_the_sandbox_and_the_next_cells_run(tmp_path):
     notebook, executor = _run_cells(_sandbox(tmp_path, "box"), [
         "while True:\n    pass",                                         # busy in Python
-        "import subprocess\nsubprocess.run(['sleep', '60'])",           # waiting on a child process
-        "print('still here')"], timeout=5)
+        "print('still here')",
+        "import subprocess\nsubprocess.run(['sleep', '60'])"], timeout=5)  # waiting on a child process
     assert executor.lost is None, executor.lost
-    assert [o.get("ename") for o in notebook.cells[0].outputs][0] == "KeyboardInterrupt"
-    assert [o.get("ename") for o in notebook.cells[1].outputs][0] == "KeyboardInterrupt"
-    assert notebook.cells[2].outputs[0].text == "still here\n"
+    assert [o.get("ename") for o in notebook.cells[0].outputs] == ["KeyboardInterrupt", "CellTimeoutError"]
+    assert "this cell ran past its 5 s time limit" in notebook.cells[0].outputs[1].traceback[0]
+    assert notebook.cells[1].outputs[0].text == "still here\n"
+    assert [o.get("ename") for o in notebook.cells[2].outputs][0] == "KeyboardInterrupt"
+
+
+@needs_sandbox
+def test_one_hung_function_costs_one_time_limit_not_one_per_cell(tmp_path):
+    """A function interrupted at the limit is marked hung: the later cells that name it are not run,
+    each saying why (with the limit in seconds); the others run as ever."""
+    notebook, executor = _run_cells(_sandbox(tmp_path, "box"), [
+        "import time\ndef hangs():\n    while True:\n        time.sleep(0.1)",
+        "hangs()", "print('quick')", "hangs()", "x = [hangs]", "print('still runs')"], timeout=4)
+    names = [[o.get("ename") for o in cell.outputs if o.output_type == "error"] for cell in notebook.cells]
+    assert names[1] == ["KeyboardInterrupt", "CellTimeoutError"] and names[2] == []
+    assert names[3:5] == [["CellNotRun"]] * 2
+    assert notebook.cells[3].outputs[0].evalue == \
+        "this cell did not run: it uses hangs, which ran past the 4 s time limit in cell 2"
+    assert notebook.cells[5].outputs[0].text == "still runs\n"
+    assert executor.lost is None
 
 
 COMPILES = ("import torch, tensorcraft as tc\n"
@@ -174,3 +191,37 @@ def test_the_kept_cache_of_another_version_of_a_notebook_goes_once_unused_for_a_
     assert not old.exists()
     assert recent.exists() and other.exists() and (current / "kernel.so").exists()
     assert time.time() - current.stat().st_mtime < 60, "the cache in use was not marked as used"
+
+
+@needs_sandbox
+def test_a_hidden_folder_inside_a_readable_one_is_covered_and_the_code_inside_it_bound_again(tmp_path):
+    """A checkout under a folder the kernel reads (the course cloned into /opt, say): its instructor
+    files are covered, the course code inside it stays readable, and nothing can be written there."""
+    outer = tmp_path / "opt"
+    checkout = outer / "course"
+    (checkout / "solutions").mkdir(parents=True)
+    (checkout / "solutions" / "answers.py").write_text("secret")
+    (checkout / "grader").mkdir()
+    (checkout / "grader" / "checks.py").write_text("code")
+    (outer / "other_tool").write_text("tool")
+    box = _sandbox(tmp_path, "box")
+    box.readable, box.hidden = [outer, checkout / "grader"], [checkout]
+    probe = ("import os, json\n"
+             f"c = {str(checkout)!r}\n"
+             "def writes(p):\n    try:\n        open(p, 'w').close(); return True\n    except OSError:\n        return False\n"
+             "print(json.dumps({'listing': sorted(os.listdir(c)), 'code': open(c + '/grader/checks.py').read(),\n"
+             f"  'tool': open({str(outer / 'other_tool')!r}).read(), 'writes': writes(c + '/planted')}}))")
+    result = subprocess.run(box.wrap([sys.executable, "-c", probe]), capture_output=True, text=True, timeout=120)
+    box.end()
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"listing": ["grader"], "code": "code", "tool": "tool", "writes": False}
+
+
+def test_the_checkout_the_course_code_comes_from_is_hidden_but_its_packages_are_read():
+    """Binding the packages, not the checkout: the sandbox's readable paths hold no folder of the
+    checkout but the packages and the environment."""
+    readable = sandbox_module._python_paths()
+    assert REPO in sandbox_module._checkouts()
+    inside = {p.relative_to(REPO).parts[0] for p in readable if p.is_relative_to(REPO)}
+    assert inside <= {"grader", "lib", Path(sys.prefix).name}, inside
+    assert REPO not in readable and REPO / "lib" not in readable

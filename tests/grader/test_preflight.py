@@ -1,0 +1,95 @@
+"""A broken set-up stops autograde before any learner is graded, saying why in one line, instead of
+grading the whole class 0; `grader check` says the cause in one line too."""
+import importlib.util
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader import sandbox as sandbox_module
+from grader import selfcheck
+from grader.autograde import Summary, autograde
+from grader.cli import main as cli_main
+from grader.course import Course
+from grader.preflight import SetupError, shortfall
+from grader.sandbox import unavailable
+
+_spec = importlib.util.spec_from_file_location("fake_class", Path(__file__).with_name("fake_class.py"))
+fake_class = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fake_class)
+
+needs_sandbox = pytest.mark.skipif(unavailable() is not None, reason=f"no sandbox here: {unavailable()}")
+
+
+def _hide_the_grading_code(monkeypatch):
+    """The set-up of the issue: kernels that cannot import the grading code (here: the sandbox does
+    not bind the package ``grader``; the preflight runs in this process, so the change reaches it)."""
+    real = sandbox_module._package_folders
+    monkeypatch.setattr(sandbox_module, "_package_folders", lambda: [p for p in real() if p.name != "grader"])
+
+
+@needs_sandbox
+def test_a_kernel_that_cannot_import_the_grading_code_stops_the_batch_before_anyone_is_graded(
+        built_course, tmp_path, monkeypatch, capsys):
+    course = Course(tmp_path / "course")
+    shutil.copytree(built_course[0].root, course.root)
+    submissions = fake_class.write_class(tmp_path / "submissions", ("correct", "wrong"))
+    _hide_the_grading_code(monkeypatch)
+    with pytest.raises(SetupError) as stopped:
+        autograde(submissions, course, workers=1, timeout=30, progress=False)
+    message = str(stopped.value)
+    assert "\n" not in message
+    assert message.startswith("stopped before grading anyone: the solution of 00_welcome does not score full marks")
+    assert "ModuleNotFoundError" in message and "grader" in message
+    assert not (course.root / "autograded").exists(), "a learner was graded"
+    code = cli_main(["autograde", str(submissions), "--course", str(course.root), "--workers", "1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: stopped before grading anyone"), err
+
+
+def test_a_working_set_up_grades_as_before(built_course, tmp_path):
+    course = Course(tmp_path / "course")
+    shutil.copytree(built_course[0].root, course.root)
+    submissions = fake_class.write_class(tmp_path / "submissions", ("correct",))
+    summary = autograde(submissions, course, workers=1, timeout=30, progress=False, isolation="auto")
+    assert [(o.status, o.score) for o in summary.outcomes] == [("graded", fake_class.MAX_SCORE)]
+
+
+def test_grader_check_names_the_cause_in_one_line(built_course, tmp_path, monkeypatch):
+    """What every cell of a solution whose kernel cannot import the grading code prints, reduced to
+    the first error: the cause, not the 27 lines of every cell that failed after it."""
+    course = Course(tmp_path / "course")
+    shutil.copytree(built_course[0].root, course.root)
+    broken = nbformat.read(course.source("00_welcome"), as_version=4)
+    for cell in broken.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [nbformat.v4.new_output("error", ename="ModuleNotFoundError",
+                                                   evalue="No module named 'grader'", traceback=[])]
+
+    def graded_as_broken(submissions, course, **_):
+        from grader.autograde import Outcome
+        from grader.submissions import find_submissions
+        found, _ = find_submissions(submissions, course.assignments())
+        for submission in found:
+            target = course.autograded(submission.learner, submission.assignment)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(broken, target)
+        return Summary([Outcome(s, "graded", 0, fake_class.MAX_SCORE) for s in found], [], None, [], 0.0)
+
+    monkeypatch.setattr(selfcheck, "autograde", graded_as_broken)
+    verdict = selfcheck.check_notebook(course, "00_welcome", tmp_path, timeout=30)
+    assert len(verdict.problems) == 1, verdict.problems
+    [line] = verdict.problems
+    assert "the solution does not score full marks" in line and "ModuleNotFoundError: No module named 'grader'" in line
+    assert f"0/{fake_class.MAX_SCORE:g}" in line
+
+
+def test_shortfall_is_none_for_full_marks_and_names_the_first_error_otherwise(built_course):
+    source = nbformat.read(built_course[0].source("00_welcome"), as_version=4)
+    assert shortfall(source) is None                 # no outputs: every test cell passes
+    graded = [i for i, c in enumerate(source.cells) if c.metadata.get("nbgrader", {}).get("grade")
+              and not c.metadata["nbgrader"].get("solution")]
+    source.cells[graded[-1]].outputs = [nbformat.v4.new_output("error", ename="AssertionError",
+                                                               evalue="check_x: 1 of 2 groups failed", traceback=[])]
+    assert f"cell {graded[-1] + 1}" in shortfall(source) and "AssertionError" in shortfall(source)
