@@ -129,6 +129,8 @@ INFER_OUTPUT = Exercise(
     hint="count every letter over the whole input side; keep those used exactly once, sorted by code point "
          "(sorted() on the letters); put '...' first when any operand has one",
     call=run_infer_output,
+    show=lambda inputs: f"infer_output({inputs!r})",
+    parts=("your answer", "tc.einsum's result with your infer_output"),
     forbidden=EINSUM_NAMES + ("tensorcraft.einstein.infer.infer_output.library",  # first: the stage holds it
                               "tensorcraft.einstein.infer.infer_output", "tensorcraft.einstein.infer_output"),
     forbidden_ops=EINSUM_OPS,

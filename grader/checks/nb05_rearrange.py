@@ -8,7 +8,6 @@ While the learner's code runs, einops and tensorcraft's rearrange machinery are 
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -22,7 +21,7 @@ from tensorcraft.einops.ops import rearrange as tc_rearrange, reduce as tc_reduc
 from tensorcraft.einops.pattern import ELLIPSIS, AnonymousAxis, Expression
 
 from .exercise import Case, Exercise, Group
-from .report import FAIL, GroupOutcome
+from .report import FAIL, NO_ERROR, WRONG_ERROR, GroupOutcome
 
 # Everything that would do the exercise for the learner. Only module attributes the pipeline does
 # not look up at run time are listed, so that the pipeline around the learner's stage still runs
@@ -119,20 +118,18 @@ class RearrangeExercise(Exercise):
     def _run_group(self, learner_fn: Callable[..., Any], group: Group, device: str) -> GroupOutcome:
         outcome = super()._run_group(learner_fn, group, device)
         if outcome.status == FAIL:
-            outcome.hint = _specific_hint(group, outcome.detail) or outcome.hint
+            outcome.hint = _specific_hint(group, outcome) or outcome.hint
         return outcome
 
 
-def _specific_hint(group: Group, detail: str) -> str | None:
-    found = re.match(r"case (\d+) of \d+", detail)
-    number = int(found.group(1)) if found else 0
+def _specific_hint(group: Group, outcome: GroupOutcome) -> str | None:
+    number, detail = outcome.case, outcome.detail
     case = group.cases[number - 1] if 0 < number <= len(group.cases) else None
     if case is not None and case.raises is not None:
-        wrong_type = re.search(r" raised (\w+) \(expected ", detail)
-        if "must raise" in detail:
+        if outcome.reason == NO_ERROR:
             return f"einops raises EinopsError here ({case.note}): {_rule(case.note)}"
-        if wrong_type:
-            name = wrong_type.group(1)
+        if outcome.reason == WRONG_ERROR:
+            name = outcome.error
             raised = "tensorcraft's EinopsError (tc.EinopsError)" if name == ERROR.__name__ else name
             return (f"raise einops.EinopsError (`from einops import EinopsError`), not {raised}, as einops does "
                     f"here ({case.note}): {_rule(case.note)}")
