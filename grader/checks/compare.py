@@ -37,7 +37,7 @@ def _as_numpy(value: torch.Tensor | np.ndarray) -> np.ndarray:
     return np.asarray(value)
 
 
-SMALL = 12          # a tensor of at most this many entries is shown with its values, as torch prints it
+SMALL = 8           # a tensor of at most this many entries is shown with its values, as torch prints it
 
 
 def describe(value: Any, limit: int = 120) -> str:
@@ -45,14 +45,14 @@ def describe(value: Any, limit: int = 120) -> str:
     and numpy print it (``tensor([1., 2.])``), a larger one by dtype and shape (``float32 tensor of
     shape (2, 3, 8, 8)``), strings and numbers by repr, containers item by item; cut at ``limit``."""
     if isinstance(value, torch.Tensor):
-        if value.numel() <= SMALL and value.dim() <= 2 and value.device.type != "meta":
-            text = " ".join(repr(value).split())
-        else:
+        text = " ".join(repr(value).split())
+        if value.numel() > SMALL or value.dim() > 2 or value.device.type == "meta" or len(text) > min(limit, 60):
             text = f"{_dtype_name(value.dtype)} tensor of shape {tuple(value.shape)}" + (
                 f" on {value.device.type}" if value.device.type != "cpu" else "")
     elif isinstance(value, np.ndarray):
-        text = (" ".join(repr(value).split()) if value.size <= SMALL and value.ndim <= 2
-                else f"{value.dtype} array of shape {value.shape}")
+        text = " ".join(repr(value).split())
+        if value.size > SMALL or value.ndim > 2 or len(text) > min(limit, 60):
+            text = f"{value.dtype} array of shape {value.shape}"
     elif isinstance(value, (tuple, list)) and value:
         items = ", ".join(describe(v, limit) for v in value)
         text = f"({items}{',' * (len(value) == 1)})" if isinstance(value, tuple) else f"[{items}]"
@@ -115,6 +115,12 @@ def mismatch(expected: Any, got: Any) -> str | None:
     return None if found is None else found.text()
 
 
+def _number(value: Any) -> str:
+    """A number as Python prints it, or to 6 significant digits where that is long (0.00019410252571105957)."""
+    text = repr(value)
+    return f"{value:.6g}" if isinstance(value, float) and len(text) > 10 else text
+
+
 def _index(position: tuple[int, ...]) -> str:
     return "[" + ", ".join(map(str, position)) + "]"
 
@@ -137,7 +143,7 @@ def _array_mismatch(expected: torch.Tensor | np.ndarray, got: Any) -> str | None
     wrong = np.argwhere(~close)
     first = tuple(int(i) for i in wrong[0])
     text = (f"{len(wrong)} of {close.size} values differ; first at {_index(first)}: "
-            f"expected {e[first].item()!r}, got {g[first].item()!r}")
+            f"expected {_number(e[first].item())}, got {_number(g[first].item())}")
     if e.dtype.kind in "fciu" and close.size > 1:
         with np.errstate(invalid="ignore", over="ignore"):
             errors = np.abs(g.astype(np.complex128 if e.dtype.kind == "c" else np.float64) - e)
