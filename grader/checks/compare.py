@@ -65,9 +65,12 @@ def describe(value: Any, limit: int = 120) -> str:
 
 def where(path: tuple = (), names: tuple[str, ...] = ()) -> str:
     """How a learner names a place in a result: ``result[0]['b']``; with ``names``, the first index
-    is named instead (a check's result made of parts: ``your answer``, ``tc.einsum's result``)."""
+    is named instead (a check's result made of parts: ``your answer``, ``tc.einsum's result``), as
+    is a first key that is a phrase (a check's dict of findings: ``chains left after your pass``)."""
     if path and names and isinstance(path[0], int) and path[0] < len(names):
         return names[path[0]] + "".join(f"[{p!r}]" for p in path[1:])
+    if path and isinstance(path[0], str) and " " in path[0]:
+        return path[0] + "".join(f"[{p!r}]" for p in path[1:])
     return "result" + "".join(f"[{p!r}]" for p in path)
 
 
