@@ -170,8 +170,8 @@ class Exercise:
         if self.show is not None:
             return self.show(*args)
         if self.call is call_directly:
-            return f"{self.name}({', '.join(describe(a, 60) for a in args)})"
-        plain = [describe(a, 60) for a in args if _plain(a)]
+            return f"{self.name}({', '.join(describe(a, 160) for a in args)})"
+        plain = [describe(a, 160) for a in args if _plain(a)]
         return f"inputs {', '.join(plain)}" if plain else ""
 
     @property
@@ -232,9 +232,12 @@ def _holds_tensor(value: Any) -> bool:
 
 def _plain(value: Any, depth: int = 0) -> bool:
     """A value a learner would recognise as written: a tensor, a string, a number, a shape, a dict
-    of lengths; not a check's own encoding of a program (tuples of tuples of tuples...)."""
+    of lengths, an object that prints as its source (a program); not a check's own encoding of a
+    program (tuples of tuples of tuples...)."""
     if isinstance(value, (torch.Tensor, np.ndarray, str, int, float, bool, type(None))):
         return True
+    if not isinstance(value, (tuple, list, dict)):   # "<function f at 0x...>" says nothing
+        return type(value).__repr__ is not object.__repr__ and not repr(value).startswith("<")
     if isinstance(value, (tuple, list)):
         return depth < 2 and all(_plain(v, depth + 1) for v in value)
     if isinstance(value, dict):
