@@ -167,8 +167,14 @@ def changed(before: Any, after: Any) -> str | None:
             return f"its shape changed from {tuple(before.shape)} to {tuple(after.shape)}"
         if _dtype_name(after.dtype) != _dtype_name(before.dtype):
             return f"its dtype changed from {_dtype_name(before.dtype)} to {_dtype_name(after.dtype)}"
-        if not np.array_equal(_as_numpy(before), _as_numpy(after), equal_nan=True):
-            return f"its values changed from {describe(before)} to {describe(after)}"
+        b, a = _as_numpy(before), _as_numpy(after)
+        if not np.array_equal(b, a, equal_nan=True):
+            if b.ndim == 0:
+                return f"its value changed from {_number(b.item())} to {_number(a.item())}"
+            same = (b == a) | ((b != b) & (a != a))              # equal, or both nan
+            first = tuple(int(i) for i in np.argwhere(~same)[0])
+            return (f"its values changed at {int((~same).sum())} of {same.size} positions; first at "
+                    f"{_index(first)}: {_number(b[first].item())} became {_number(a[first].item())}")
         return None
     if isinstance(before, (tuple, list)):
         if len(after) != len(before):

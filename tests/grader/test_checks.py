@@ -296,6 +296,7 @@ def test_a_function_that_edits_its_input_in_place_fails_even_with_the_right_resu
         return x
     report = nb00_welcome.NORMALIZE_ROWS.run(divides_in_place, cuda_available=False)
     assert report.failed and "changed its input in place (argument 1: its values changed" in report.failed[0].detail
+    assert "6 of 6 positions; first at [0, 0]: 1.0 became 0.25" in report.failed[0].difference   # where, not a dump
     grown = OUTER.run(lambda a, b: a.unsqueeze_(1) * b, cuda_available=False)
     assert "argument 1: its shape changed from (3,) to (3, 1)" in grown.failed[0].detail
     assert "leave the inputs as they were" in grown.failed[0].hint
