@@ -1,6 +1,11 @@
-"""What a check tells the learner: one line per group of cases, per device, laid out at a width
-that reads without scrolling in a narrow JupyterLab pane and in the feedback HTML: a long detail
-or hint wraps onto lines indented under the group's title."""
+"""What a check tells the learner, read in five seconds: one line per group of cases that ran; under
+a failed group, the failed case as the learner would write it, what differs (shape, dtype, the first
+differing index with both values, the largest error), and the hint, each on lines of their own; the
+groups a missing device kept from running said once, on one line, and never counted as failures.
+
+Outcomes are data (GroupOutcome: the case's index, why it failed, the difference), rendered to text
+only here, at a width that reads without scrolling in a narrow JupyterLab pane and in the feedback
+HTML: long text wraps onto lines indented under the group's title."""
 from __future__ import annotations
 
 import textwrap
