@@ -20,6 +20,7 @@ from tensorcraft.einops.layers import Rearrange
 from tensorcraft.einops.ops import rearrange as tc_rearrange, reduce as tc_reduce, repeat as tc_repeat
 from tensorcraft.einops.pattern import ELLIPSIS, AnonymousAxis, Expression
 
+from .compare import describe
 from .exercise import Case, Exercise, Group
 from .report import FAIL, NO_ERROR, WRONG_ERROR, GroupOutcome
 
@@ -207,6 +208,14 @@ def _run_rearrange(rearrange: Callable, x: torch.Tensor, pattern: str, lengths: 
     model = torch.nn.Sequential(Rearrange(pattern, **lengths), torch.nn.Identity())
     with tc.substitute(rearrange=rearrange):
         return model(x)
+
+
+def _show_rearrange(x: torch.Tensor, pattern: str, lengths: dict, *route: str) -> str:
+    """A case as the learner would call it: rearrange(x, pattern, h=2), and how the check ran it."""
+    call = f"rearrange({describe(x, 60)}, {pattern!r}{''.join(f', {k}={v!r}' for k, v in lengths.items())})"
+    if GRADIENT in route:
+        return call + ", with x.requires_grad"
+    return call + (", inside nn.Sequential(Rearrange(...))" if route else "")
 
 
 def _einops_rearrange(x: torch.Tensor, pattern: str, lengths: dict, *route: str) -> Any:
@@ -588,6 +597,8 @@ REARRANGE = RearrangeExercise(
     forbidden=FORBIDDEN_IN_REARRANGE,
     numpy_allowed=False,  # a numpy round trip loses autograd, device and the lesson
     call=_run_rearrange,
+    show=_show_rearrange,
+    parts=("the result", "x.grad after (result * weights).sum().backward()"),
     extra_hints=EXTRA_HINTS,
 )
 
