@@ -51,6 +51,12 @@ def call_directly(learner_fn: Callable[..., Any], *args: Any) -> Any:
     return learner_fn(*args)
 
 
+def as_call(name: str) -> Callable[..., str]:
+    """An Exercise's ``show`` for a stage that the pipeline calls with the case's own arguments:
+    the case shown as the call ``name(...)``."""
+    return lambda *args: f"{name}({', '.join(describe(a, 60) for a in args)})"
+
+
 @dataclass(frozen=True)
 class Group:
     title: str                   # e.g. "vectors of different lengths"
