@@ -1,6 +1,7 @@
 # The two commands a fresh machine needs (see README):
 #   make course   set up .venv, build the learner notebooks, open JupyterLab on the course home
-#   make test     set up .venv (and Chromium, for the browser test; bubblewrap, for the grading sandbox), run the whole test suite
+#   make test     set up .venv (and Chromium, for the browser test; bubblewrap, for the grading sandbox;
+#                 Graphviz, for the graph drawings), run the whole test suite
 # Everything installs into .venv in this folder; nothing is needed beforehand but python3 (>= 3.10).
 # For instructors (README, "For instructors"):
 #   make instructor   JupyterLab in the course directory with nbgrader's instructor tools
@@ -10,7 +11,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup browser sandbox course instructor test check clean-venv
+.PHONY: setup browser sandbox graphviz hub-proxy course instructor test check clean-venv
 
 # The stamp holds pyproject.toml's hash: a newer file with the same content (a fresh clone, a git
 # checkout) installs nothing again.
@@ -19,7 +20,19 @@ $(STAMP): pyproject.toml
 	@if [ -f $@ ] && [ "$$(cat $@)" = "$$(sha256sum pyproject.toml)" ]; then touch $@; else \
 		$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]' && sha256sum pyproject.toml > $@; fi
 
-setup: $(STAMP)
+setup: $(STAMP) graphviz
+
+# The graph drawings (tensorcraft.compiler.draw, notebooks 07-09) are laid out by Graphviz's `dot`;
+# installed here where we may (root, apt-get). Elsewhere it is said; the drawings then fall back
+# to one row per depth, which is readable only for small graphs, and say so.
+graphviz:
+	@if command -v dot >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing Graphviz for the graph drawings (apt-get install graphviz)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null \
+		|| echo "could not install Graphviz: graph drawings fall back to a simple layout"; \
+	else echo "no dot, and apt-get cannot be run here (not root, or no apt-get): install Debian's" \
+		"'graphviz' package for readable graph drawings; they fall back to a simple layout until then"; fi
 
 # No browser is opened where there is no display (a server, a container): JupyterLab prints the URL.
 NO_BROWSER := $(if $(or $(DISPLAY),$(WAYLAND_DISPLAY),$(filter Darwin,$(shell uname -s))),,--no-browser)
@@ -32,7 +45,7 @@ AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 LEARNER_JUPYTER    := $(CURDIR)/grader/jupyter/learner
 INSTRUCTOR_JUPYTER := $(CURDIR)/grader/jupyter/instructor
 
-course: $(STAMP)
+course: $(STAMP) graphviz
 	$(PY) -m grader build
 	JUPYTER_CONFIG_PATH=$(LEARNER_JUPYTER) $(PY) -m jupyter lab --notebook-dir=notebooks \
 		--LabApp.default_url=/lab/tree/course_home.ipynb $(NO_BROWSER) $(AS_ROOT) $(LAB_ARGS)
@@ -40,7 +53,7 @@ course: $(STAMP)
 # nbgrader's formgrader, course list and Create Assignment panel, in the course directory (where
 # its nbgrader_config.py applies), built first (only the notebooks whose source changed are generated again).
 COURSE_DIR ?= build/course
-instructor: $(STAMP)
+instructor: $(STAMP) graphviz
 	$(PY) -m grader build --course $(COURSE_DIR)
 	cd $(COURSE_DIR) && JUPYTER_CONFIG_PATH=$(INSTRUCTOR_JUPYTER) $(abspath $(PY)) -m jupyter lab \
 		$(NO_BROWSER) $(AS_ROOT) $(LAB_ARGS)
@@ -79,10 +92,10 @@ hub-proxy:
 	else echo "no npm here: install Node.js and npm (Debian's 'nodejs' and 'npm' packages) to run the" \
 		"JupyterHub test (tests/e2e/test_jupyterhub_class.py); it is skipped until then"; fi
 
-test: $(STAMP) browser sandbox hub-proxy
+test: $(STAMP) browser sandbox graphviz hub-proxy
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-check: $(STAMP)
+check: $(STAMP) graphviz
 	$(PY) -m grader check
 
 clean-venv:

@@ -45,7 +45,7 @@ import tensorcraft as tc
 from grader.checks.nb08_graph_passes import (check_eliminate_common_subexpressions, check_eliminate_dead_code,
                                              check_fold_constants, check_fold_conv_bn)
 from tensorcraft.compiler.capture import capture
-from tensorcraft.compiler.draw import draw_graph
+from tensorcraft.compiler.draw import draw_graph, figure_size
 from tensorcraft.compiler.examples import model_zoo
 from tensorcraft.compiler.interpret import interpret
 from tensorcraft.compiler.ir import Node, map_args, returned_storages
@@ -65,9 +65,11 @@ def fx_calls(gm):
     return [canonical_name(n.target) for n in gm.graph.nodes if n.op in ("call_function", "call_method")]
 
 
-def draw_side_by_side(graphs, titles, height=4.5):
-    """Draw graphs next to each other, each with its node count in the title."""
-    fig, axes = plt.subplots(1, len(graphs), figsize=(4.6 * len(graphs), height))
+def draw_side_by_side(graphs, titles):
+    """Draw graphs next to each other, each at its own size (labels stay legible), with its node count in the title."""
+    sizes = [figure_size(graph) for graph in graphs]
+    fig, axes = plt.subplots(1, len(graphs), figsize=(sum(w for w, _ in sizes), max(h for _, h in sizes)),
+                             gridspec_kw={"width_ratios": [w for w, _ in sizes]})
     for ax, graph, title in zip(axes, graphs, titles):
         draw_graph(graph, ax=ax, title=f"{title}: {len(graph)} nodes")
     plt.tight_layout()
@@ -657,7 +659,7 @@ with torch.no_grad():
     (ours,) = interpret(folded, [image], params)
     print("ours vs eager:", torch.allclose(ours, cnn(image), atol=1e-5),
           "| ours vs torch.fx:", torch.allclose(ours, fx_model(image), atol=1e-5))
-draw_side_by_side([captured, folded], ["captured", "conv+bn folded, then DCE"], height=6)
+draw_side_by_side([captured, folded], ["captured", "conv+bn folded, then DCE"])
 
 # %% [markdown]
 # ## Exercise 4 — `fold_conv_bn` (3 points)

@@ -5,6 +5,7 @@ Tensors and arrays are compared by shape, dtype and values, with a tolerance set
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,50 +37,101 @@ def _as_numpy(value: torch.Tensor | np.ndarray) -> np.ndarray:
     return np.asarray(value)
 
 
+SMALL = 8           # a tensor of at most this many entries is shown with its values, as torch prints it
+
+
 def describe(value: Any, limit: int = 120) -> str:
-    """A short, one-line picture of a value for a check message."""
+    """A value on one line, as a learner would write or read it: a small tensor or array as torch
+    and numpy print it (``tensor([1., 2.])``), a larger one by dtype and shape (``float32 tensor of
+    shape (2, 3, 8, 8)``), strings and numbers by repr, containers item by item; cut at ``limit``."""
     if isinstance(value, torch.Tensor):
-        text = f"tensor(shape={tuple(value.shape)}, dtype={_dtype_name(value.dtype)}"
-        if value.device.type != "cpu":
-            text += f", device={value.device}"
-        values = np.array2string(_as_numpy(value).ravel()[:8], precision=4, separator=", ")
-        return text + f", values={values}{'...' if value.numel() > 8 else ''})"
-    if isinstance(value, np.ndarray):
-        values = np.array2string(value.ravel()[:8], precision=4, separator=", ")
-        return f"ndarray(shape={value.shape}, dtype={value.dtype}, values={values}{'...' if value.size > 8 else ''})"
-    text = repr(value)
+        text = " ".join(repr(value).split())
+        if value.numel() > SMALL or value.dim() > 2 or value.device.type == "meta" or len(text) > min(limit, 60):
+            text = f"{_dtype_name(value.dtype)} tensor of shape {tuple(value.shape)}" + (
+                f" on {value.device.type}" if value.device.type != "cpu" else "")
+    elif isinstance(value, np.ndarray):
+        text = " ".join(repr(value).split())
+        if value.size > SMALL or value.ndim > 2 or len(text) > min(limit, 60):
+            text = f"{value.dtype} array of shape {value.shape}"
+    elif isinstance(value, (tuple, list)) and value:
+        items = ", ".join(describe(v, limit) for v in value)
+        text = f"({items}{',' * (len(value) == 1)})" if isinstance(value, tuple) else f"[{items}]"
+    elif isinstance(value, dict) and value:
+        text = "{" + ", ".join(f"{k!r}: {describe(v, limit)}" for k, v in value.items()) + "}"
+    else:
+        text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def mismatch(expected: Any, got: Any) -> str | None:
-    """None when ``got`` matches ``expected``; otherwise one sentence saying what differs."""
+def where(path: tuple = (), names: tuple[str, ...] = ()) -> str:
+    """How a learner names a place in a result: ``result[0]['b']``; with ``names``, the first index
+    is named instead (a check's result made of parts: ``your answer``, ``tc.einsum's result``), as
+    is a first key that is a phrase (a check's dict of findings: ``chains left after your pass``)."""
+    if path and names and isinstance(path[0], int) and path[0] < len(names):
+        return names[path[0]] + "".join(f"[{p!r}]" for p in path[1:])
+    if path and isinstance(path[0], str) and " " in path[0]:
+        return path[0] + "".join(f"[{p!r}]" for p in path[1:])
+    return "result" + "".join(f"[{p!r}]" for p in path)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """How a result differs from the expected one: where (indices and keys into the result,
+    outermost first; empty: the whole result) and what."""
+    what: str
+    path: tuple = ()
+
+    def text(self, names: tuple[str, ...] = ()) -> str:
+        return f"{where(self.path, names)}: {self.what}" if self.path else self.what
+
+
+def difference(expected: Any, got: Any) -> Difference | None:
+    """None when ``got`` matches ``expected``; otherwise where and how they differ."""
     if isinstance(expected, (torch.Tensor, np.ndarray)):
-        return _array_mismatch(expected, got)
+        what = _array_mismatch(expected, got)
+        return None if what is None else Difference(what)
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)) or len(got) != len(expected):
-            return f"expected a {type(expected).__name__} of {len(expected)} items, got {describe(got)}"
+            return Difference(f"expected a {type(expected).__name__} of {len(expected)} item{'s' * (len(expected) != 1)}, "
+                              f"got {describe(got)}")
         for index, (e, g) in enumerate(zip(expected, got)):
-            problem = mismatch(e, g)
-            if problem:
-                return f"item {index}: {problem}"
+            inner = difference(e, g)
+            if inner:
+                return Difference(inner.what, (index, *inner.path))
         return None
     if isinstance(expected, dict):
         if not isinstance(got, dict) or set(got) != set(expected):   # as dict equality: order aside
-            return f"expected a dict with the keys {sorted(expected, key=str)}, got {describe(got)}"
+            return Difference(f"expected a dict with the keys {sorted(expected, key=str)}, got {describe(got)}")
         for key, value in expected.items():
-            problem = mismatch(value, got[key])
-            if problem:
-                return f"{key}: {problem}"
+            inner = difference(value, got[key])
+            if inner:
+                return Difference(inner.what, (key, *inner.path))
         return None
     if isinstance(expected, float) and isinstance(got, (int, float)):
-        return None if np.isclose(expected, got, rtol=1e-9, atol=1e-12) else f"expected {expected!r}, got {got!r}"
-    return None if got == expected else f"expected {describe(expected)}, got {describe(got)}"
+        return None if np.isclose(expected, got, rtol=1e-9, atol=1e-12) else Difference(f"expected {expected!r}, got {got!r}")
+    return None if got == expected else Difference(f"expected {describe(expected)}, got {describe(got)}")
+
+
+def mismatch(expected: Any, got: Any) -> str | None:
+    """None when ``got`` matches ``expected``; otherwise one short sentence saying where and what differs."""
+    found = difference(expected, got)
+    return None if found is None else found.text()
+
+
+def _number(value: Any) -> str:
+    """A number as Python prints it, or to 6 significant digits where that is long (0.00019410252571105957)."""
+    text = repr(value)
+    return f"{value:.6g}" if isinstance(value, float) and len(text) > 10 else text
+
+
+def _index(position: tuple[int, ...]) -> str:
+    return "[" + ", ".join(map(str, position)) + "]"
 
 
 def _array_mismatch(expected: torch.Tensor | np.ndarray, got: Any) -> str | None:
     kind = "tensor" if isinstance(expected, torch.Tensor) else "numpy array"
     if type(got) is not type(expected) and not isinstance(got, type(expected)):
-        return f"expected a {kind}, got {type(got).__name__}: {describe(got)}"
+        return f"expected a {kind}, got {with_article(type(got).__name__)}: {describe(got, 60)}"
     if tuple(got.shape) != tuple(expected.shape):
         return f"expected shape {tuple(expected.shape)}, got shape {tuple(got.shape)}"
     if _dtype_name(got.dtype) != _dtype_name(expected.dtype):
@@ -91,9 +143,20 @@ def _array_mismatch(expected: torch.Tensor | np.ndarray, got: Any) -> str | None
     close = np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
     if close.all():
         return None
-    where = tuple(int(i) for i in np.argwhere(~close)[0])
-    return (f"values differ at {int((~close).sum())} of {close.size} positions; first at index {where}: "
-            f"expected {e[where].item()!r}, got {g[where].item()!r} (tolerance rtol={rtol}, atol={atol})")
+    wrong = np.argwhere(~close)
+    first = tuple(int(i) for i in wrong[0])
+    text = (f"{len(wrong)} of {close.size} values differ; first at {_index(first)}: "
+            f"expected {_number(e[first].item())}, got {_number(g[first].item())}")
+    if e.dtype.kind in "fciu" and close.size > 1:
+        with np.errstate(invalid="ignore", over="ignore"):
+            errors = np.abs(g.astype(np.complex128 if e.dtype.kind == "c" else np.float64) - e)
+        errors = np.where(close, 0.0, np.nan_to_num(errors, nan=np.inf))
+        largest = tuple(int(i) for i in np.unravel_index(int(np.argmax(errors)), errors.shape))
+        size = errors[largest]
+        text += f"; largest error {'nan or inf' if np.isinf(size) else f'{size:.3g}'} at {_index(largest)}"
+        if e.dtype.kind in "fc" and np.isfinite(size) and size <= 10 * (atol + rtol * np.nanmax(np.abs(e))):
+            text += f" (allowed: {atol:g} + {rtol:g} × |expected|)"   # a near miss: the tolerance matters
+    return text
 
 
 def changed(before: Any, after: Any) -> str | None:
@@ -104,17 +167,23 @@ def changed(before: Any, after: Any) -> str | None:
             return f"its shape changed from {tuple(before.shape)} to {tuple(after.shape)}"
         if _dtype_name(after.dtype) != _dtype_name(before.dtype):
             return f"its dtype changed from {_dtype_name(before.dtype)} to {_dtype_name(after.dtype)}"
-        if not np.array_equal(_as_numpy(before), _as_numpy(after), equal_nan=True):
-            return f"its values changed from {describe(before)} to {describe(after)}"
+        b, a = _as_numpy(before), _as_numpy(after)
+        if not np.array_equal(b, a, equal_nan=True):
+            if b.ndim == 0:
+                return f"its value changed from {_number(b.item())} to {_number(a.item())}"
+            same = (b == a) | ((b != b) & (a != a))              # equal, or both nan
+            first = tuple(int(i) for i in np.argwhere(~same)[0])
+            return (f"its values changed at {int((~same).sum())} of {same.size} positions; first at "
+                    f"{_index(first)}: {_number(b[first].item())} became {_number(a[first].item())}")
         return None
     if isinstance(before, (tuple, list)):
         if len(after) != len(before):
             return f"its length changed from {len(before)} to {len(after)}"
-        return next((f"item {i}: {c}" for i, (b, a) in enumerate(zip(before, after)) if (c := changed(b, a))), None)
+        return next((f"[{i}]: {c}" for i, (b, a) in enumerate(zip(before, after)) if (c := changed(b, a))), None)
     if isinstance(before, dict):
         if set(after) != set(before):
             return f"its keys changed from {sorted(before)} to {sorted(after)}"
-        return next((f"key {k!r}: {c}" for k in before if (c := changed(before[k], after[k]))), None)
+        return next((f"[{k!r}]: {c}" for k in before if (c := changed(before[k], after[k]))), None)
     return None
 
 

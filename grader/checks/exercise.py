@@ -12,14 +12,16 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+import numpy as np
 import torch
 
 from .. import progress
 from ..mutants import mutants_for
-from .compare import changed, describe, kind_hint, mismatch
+from .compare import changed, describe, difference, kind_hint, mismatch
 from .devices import clone, devices, to_device
 from .ops import forbidden_ops
-from .report import FAIL, PASS, PENDING, CheckReport, GroupOutcome
+from .report import (CHANGED_INPUT, FAIL, FORBIDDEN, NO_ERROR, NOT_IMPLEMENTED, PASS, PENDING, RAISED, WRONG_ERROR,
+                     WRONG_RESULT, CheckReport, GroupOutcome)
 from .seed import hidden_seed
 from .tripwire import ForbiddenCallError, captured_forbidden, tripwire, tripwires
 
@@ -33,6 +35,7 @@ class Case:
     args: tuple                  # positional arguments of the learner's function (on the CPU)
     note: str = ""               # what this case is about, shown when it fails
     raises: type[BaseException] | None = None  # an error case: the learner must raise this type
+    shown: str = ""              # the case as the learner would write it (a call, an equation); default: made from args
 
 
 def one_line(error: BaseException) -> BaseException:
@@ -46,6 +49,12 @@ def one_line(error: BaseException) -> BaseException:
 def call_directly(learner_fn: Callable[..., Any], *args: Any) -> Any:
     """The default way a check runs the learner's code: call it on the case's arguments."""
     return learner_fn(*args)
+
+
+def as_call(name: str) -> Callable[..., str]:
+    """An Exercise's ``show`` for a stage that the pipeline calls with the case's own arguments:
+    the case shown as the call ``name(...)``."""
+    return lambda *args: f"{name}({', '.join(describe(a, 60) for a in args)})"
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,13 @@ class Exercise:
     # stage of a pipeline plugs the function into the library's pipeline here instead.
     call: Callable[..., Any] = call_directly
     cuda: bool = True            # False: the stage only runs on the CPU (a C kernel); no CUDA cases at all
+    # How a failed case is shown to the learner: ``show(*args)`` writes it as they would (a call, an
+    # equation, a program's source); by default a direct call is shown as one, and a case run through
+    # ``call`` by its plain arguments (tensors by dtype and shape), its note saying the rest.
+    show: Callable[..., str] | None = None
+    # Names of the items of a result that ``call`` makes up (("your answer", "tc.einsum's result")):
+    # a difference in item 0 is then said as "your answer: ...", not "result[0]: ...".
+    parts: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -96,8 +112,8 @@ class Exercise:
         report = CheckReport(f"check_{self.name}", hidden=hidden, seed=seed)
         for device in [d for d in devices(cuda_available) if self.cuda or d.name == "cpu"]:
             for group in groups:
-                if group.cpu_only and device.name != "cpu":
-                    continue
+                if device.name != "cpu" and (group.cpu_only or not _holds_tensor([c.args for c in group.cases])):
+                    continue  # without a tensor in its cases, nothing tells the code the device: no CUDA case
                 if not device.available:
                     report.outcomes.append(GroupOutcome(device.name, group.title, len(group.cases), PENDING,
                                                        f"pending: {device.reason}"))
@@ -106,45 +122,63 @@ class Exercise:
         return report
 
     def _run_group(self, learner_fn: Callable[..., Any], group: Group, device: str) -> GroupOutcome:
-        def fail(detail: str, hint: str) -> GroupOutcome:
-            return GroupOutcome(device, group.title, len(group.cases), FAIL, detail, hint)
+        def fail(reason: str, what: str, hint: str, number: int = 0, case: Case | None = None, args: tuple = (),
+                 error: BaseException | None = None) -> GroupOutcome:
+            shown = self._shown(case, args) if case is not None else ""
+            which = f"case {number} of {len(group.cases)}" + (f" ({case.note})" if case and case.note else "")
+            detail = f"{which}: {shown}: {what}" if case is not None else what
+            return GroupOutcome(device, group.title, len(group.cases), FAIL, detail, hint, case=number, shown=shown,
+                                reason=reason, difference=what, error=type(error).__name__ if error else "",
+                                note=case.note if case else "")
 
         captured = captured_forbidden(learner_fn, self.forbidden, exercise=self.name,
                                       also={self._reference_label: self.reference})
         if captured is not None:
-            return fail(str(captured), self.hint)
+            return fail(FORBIDDEN, str(captured), self.hint)
 
         for number, case in enumerate(group.cases, start=1):
             args = to_device(case.args, device)
-            where = f"case {number} of {len(group.cases)}" + (f" ({case.note})" if case.note else "")
             expected = self._expected(case, args)
             inputs = clone(args)  # the learner's own copy; ``args`` stays as the case made it
+            at = {"number": number, "case": case, "args": args}
             try:
                 with tripwires(self.forbidden, exercise=self.name), self._reference_out_of_reach(), \
                         forbidden_ops(self.forbidden_ops, self.numpy_allowed, exercise=self.name):
                     got = self.call(learner_fn, *inputs)
             except ForbiddenCallError as error:
-                return fail(f"{where}: {error}", error.hint or self.hint)
-            except NotImplementedError:
-                return fail(f"{where}: your function still raises NotImplementedError",
-                            "replace `raise NotImplementedError()` with your solution")
+                return fail(FORBIDDEN, str(error), error.hint or self.hint, error=error, **at)
+            except NotImplementedError as error:
+                return fail(NOT_IMPLEMENTED, "your function still raises NotImplementedError",
+                            "replace `raise NotImplementedError()` with your solution", error=error, **at)
             except Exception as error:  # the learner's bug, reported; the check goes on
                 if case.raises is not None and isinstance(error, case.raises):
                     continue
                 hint = next((h for t, h in self.extra_hints.items() if isinstance(error, t)), self.hint)
                 wanted = f" (expected {case.raises.__name__})" if case.raises else ""
-                return fail(f"{where}: inputs {self._show(args)} raised {type(error).__name__}{wanted}: {error}", hint)
-            edited = next((f"argument {i}: {c}" for i, (a, b) in enumerate(zip(args, inputs), start=1)
-                           if (c := changed(a, b))), None)
+                return fail(WRONG_ERROR if case.raises else RAISED,
+                            f"raised {type(error).__name__}{wanted}: {_first_line(error)}", hint, error=error, **at)
+            edited = next((f"argument {i}{c if c.startswith('[') else ': ' + c}"
+                           for i, (a, b) in enumerate(zip(args, inputs), start=1) if (c := changed(a, b))), None)
             if edited:
-                return fail(f"{where}: your function changed its input in place ({edited})", IN_PLACE_HINT)
+                return fail(CHANGED_INPUT, f"your function changed its input in place ({edited})", IN_PLACE_HINT, **at)
             if case.raises is not None:
-                return fail(f"{where}: inputs {self._show(args)} must raise {case.raises.__name__}, "
-                            f"but your function returned {describe(got)}", self.hint)
-            problem = mismatch(expected, got)
-            if problem:
-                return fail(f"{where}: inputs {self._show(args)}: {problem}", self._diagnose(args, expected, got))
+                return fail(NO_ERROR, f"must raise {case.raises.__name__}, but your function returned "
+                                      f"{describe(got, 80)}", self.hint, **at)
+            found = difference(expected, got)
+            if found:
+                return fail(WRONG_RESULT, found.text(self.parts), self._diagnose(args, expected, got), **at)
         return GroupOutcome(device, group.title, len(group.cases), PASS)
+
+    def _shown(self, case: Case, args: tuple) -> str:
+        """The case as the learner would write it (see ``Case.shown`` and ``Exercise.show``)."""
+        if case.shown:
+            return case.shown
+        if self.show is not None:
+            return self.show(*args)
+        if self.call is call_directly:
+            return f"{self.name}({', '.join(describe(a, 160) for a in args)})"
+        plain = [describe(a, 160) for a in args if _plain(a)]
+        return f"inputs {', '.join(plain)}" if plain else ""
 
     @property
     def _reference_label(self) -> str:
@@ -184,6 +218,34 @@ class Exercise:
                 return wrong.hint
         return kind_hint(expected, got) or self.hint
 
-    @staticmethod
-    def _show(args: tuple) -> str:
-        return ", ".join(describe(a, limit=60) for a in args)
+
+
+def _first_line(error: BaseException, most: int = 3) -> str:
+    """An error's message, its first ``most`` lines (some of torch's run to a page)."""
+    lines = [line for line in str(error).strip().splitlines() if line.strip()]
+    return "\n".join(lines[:most]) + (" ..." if len(lines) > most else "")
+
+
+def _holds_tensor(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(_holds_tensor(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_tensor(v) for v in value.values())
+    return False
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """A value a learner would recognise as written: a tensor, a string, a number, a shape, a dict
+    of lengths, an object that prints as its source (a program); not a check's own encoding of a
+    program (tuples of tuples of tuples...)."""
+    if isinstance(value, (torch.Tensor, np.ndarray, str, int, float, bool, type(None))):
+        return True
+    if not isinstance(value, (tuple, list, dict)):   # "<function f at 0x...>" says nothing
+        return type(value).__repr__ is not object.__repr__ and not repr(value).startswith("<")
+    if isinstance(value, (tuple, list)):
+        return depth < 2 and all(_plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return depth < 1 and all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
+    return False

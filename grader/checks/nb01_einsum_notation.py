@@ -13,7 +13,7 @@ import torch
 import tensorcraft.einstein.api as einstein_api
 
 from .compare import describe, mismatch
-from .exercise import Case, Exercise, Group
+from .exercise import Case, Exercise, Group, as_call
 from .spy import counting
 from .tripwire import ForbiddenCallError
 
@@ -128,6 +128,7 @@ EQUATIONS = Exercise(
     hint="write the letters of each operand's axes in order, then '->' and the letters of the result's "
          "axes in order; a letter left out after '->' is summed over",
     call=run_equation,
+    show=lambda name, *operands: f"tc.einsum(equations()[{name!r}], {', '.join(describe(o, 60) for o in operands)})",
     extra_hints={
         NoArrowError: "write every equation with '->' and the result's letters after it: implicit mode chooses "
                       "the output by its own rule (notebook 02), which is right here only by luck",
@@ -224,6 +225,7 @@ OUTPUT_SHAPE = Exercise(
                  KeyError: "every letter after '->' names an axis of some input: find its size there "
                            "(and remove spaces before reading the letters)"},
     call=run_output_shape,
+    show=as_call("output_shape"),
 )
 
 

@@ -15,7 +15,7 @@ import tensorcraft
 import tensorcraft.einstein.api as einstein_api
 from tensorcraft.einstein.parse import EinsumError
 
-from .exercise import Case, Exercise, Group
+from .exercise import Case, Exercise, Group, as_call
 
 # Captured at import, so that tripwires set while a learner's code runs do not reach our own use.
 _torch_einsum = torch.einsum
@@ -129,6 +129,8 @@ INFER_OUTPUT = Exercise(
     hint="count every letter over the whole input side; keep those used exactly once, sorted by code point "
          "(sorted() on the letters); put '...' first when any operand has one",
     call=run_infer_output,
+    show=lambda inputs: f"infer_output({inputs!r})",
+    parts=("your answer", "tc.einsum's result with your infer_output"),
     forbidden=EINSUM_NAMES + ("tensorcraft.einstein.infer.infer_output.library",  # first: the stage holds it
                               "tensorcraft.einstein.infer.infer_output", "tensorcraft.einstein.infer_output"),
     forbidden_ops=EINSUM_OPS,
@@ -268,6 +270,7 @@ VALIDATE_EQUATION = Exercise(
     id="nb02_einsum_parsing.validate_equation",
     reference=_torch_verdict,
     call=run_validator,
+    show=as_call("validate_equation"),
     public=_validate_public,
     hidden=_validate_hidden,
     hint="go through the rules in order: the characters (letters, ',', spaces, '...', one '->'), the ellipses, "
@@ -374,6 +377,7 @@ LABEL_SIZES = Exercise(
     id="nb02_einsum_parsing.label_sizes",
     reference=_torch_label_sizes,
     call=run_sizes,
+    show=as_call("label_sizes"),
     public=_sizes_public,
     hidden=_sizes_hidden,
     hint="walk through each operand's letters with its shape: one letter per dimension; inside one operand a "

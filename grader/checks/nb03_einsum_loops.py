@@ -17,7 +17,7 @@ import torch
 from tensorcraft.einstein import loops
 from tensorcraft.stages import substitute
 
-from .exercise import Case, Exercise, Group
+from .exercise import Case, Exercise, Group, as_call
 
 # What a learner would reach for instead of loops. (Python's own sum() stays allowed.)
 NOT_LOOPS = (
@@ -158,6 +158,7 @@ EINSUM_LOOPS = Exercise(
     forbidden_ops=NOT_LOOP_OPS,
     numpy_allowed=False,
     call=_definition_through_library,
+    show=as_call("einsum_loops"),
     extra_hints={
         IndexError: "an index is out of range: a dimension of size 1 that broadcasts must be read at index 0, "
                     "and a label runs over its size where that is not 1, even 0 (max(0, 1) is 1: an empty "
@@ -279,6 +280,7 @@ LOOP_CODE = Exercise(
     forbidden_ops=NOT_LOOP_OPS,
     numpy_allowed=False,
     call=_generated_through_library,
+    show=lambda equation, *operands: f"loop_code({equation!r}, {', '.join(str(tuple(o.shape)) for o in operands)})",
     extra_hints={
         NotLoopsError: "the generated function must compute with loops: one `for` per label, indexing single "
                        "entries, and only + and * (no einsum, matmul, @, sum or diagonal)",
@@ -355,6 +357,7 @@ COUNT_ITERATIONS = Exercise(
                "tensorcraft.einstein.loops.count_iterations.library", "numpy._core.einsumfunc.c_einsum"),
     forbidden_ops=("einsum",),
     call=_count_through_library,
+    show=as_call("count_iterations"),
     extra_hints={TypeError: "return a Python int (math.prod of ints is one; / makes a float)"},
 )
 

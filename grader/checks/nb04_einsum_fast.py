@@ -169,6 +169,8 @@ CONTRACT_PAIR = Exercise(
     forbidden_ops=("einsum", "tensordot"),  # by any route: torch.ops.aten.einsum, a reference kept in a dict
     numpy_allowed=False,
     call=run_contract_pair,
+    show=lambda equation, *operands: (f"tc.einsum({equation!r}, {', '.join(describe(o, 60) for o in operands)}), "
+                                      "with your contract_pair"),
     extra_hints={RuntimeError: "a shape does not fit: reshape a to (batch, left, summed) and b to (batch, summed, "
                                "right) only after permuting their dimensions into that order, and give "
                                "torch.bmm two 3-D tensors whose batch and summed sizes agree"},
@@ -296,6 +298,8 @@ PATH_FLOPS = Exercise(
                "tensorcraft.contract_path", "tensorcraft.einstein.contract_path",
                "tensorcraft.einstein.path.contract_path", "tensorcraft.einstein.path.path_flops.library"),
     call=run_path_flops,
+    show=lambda equation, shapes, path: (f"tc.contract_path({equation!r}, {', '.join(map(str, shapes))}, "
+                                         f"optimize={path}), with your path_flops"),
     extra_hints={NotAnIntError: "return the total as a Python int: math.prod of ints is one; / and math.pow "
                                 "make floats (use // or **), and a numpy or torch number is no int",
                  IndexError: "the positions of a step refer to the current list of operands: after each step, "
@@ -394,6 +398,8 @@ GREEDY_PATH = Exercise(
                "tensorcraft.einstein.path.contract_path", "tensorcraft.einstein.path.optimal_path",
                "tensorcraft.einstein.path.greedy_path.library"),
     call=run_greedy_path,
+    show=lambda equation, shapes: (f"tc.contract_path({equation!r}, {', '.join(map(str, shapes))}, "
+                                   "optimize='greedy'), with your greedy_path"),
     extra_hints={EinsumError: "your path is not valid: each step names positions in the current list of "
                               "operands; after a step those operands are gone, the others close up, and the "
                               "result is appended at the end, so later steps must use the new positions",

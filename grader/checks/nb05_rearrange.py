@@ -8,7 +8,6 @@ While the learner's code runs, einops and tensorcraft's rearrange machinery are 
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -21,8 +20,9 @@ from tensorcraft.einops.layers import Rearrange
 from tensorcraft.einops.ops import rearrange as tc_rearrange, reduce as tc_reduce, repeat as tc_repeat
 from tensorcraft.einops.pattern import ELLIPSIS, AnonymousAxis, Expression
 
+from .compare import describe
 from .exercise import Case, Exercise, Group
-from .report import FAIL, GroupOutcome
+from .report import FAIL, NO_ERROR, WRONG_ERROR, GroupOutcome
 
 # Everything that would do the exercise for the learner. Only module attributes the pipeline does
 # not look up at run time are listed, so that the pipeline around the learner's stage still runs
@@ -119,20 +119,18 @@ class RearrangeExercise(Exercise):
     def _run_group(self, learner_fn: Callable[..., Any], group: Group, device: str) -> GroupOutcome:
         outcome = super()._run_group(learner_fn, group, device)
         if outcome.status == FAIL:
-            outcome.hint = _specific_hint(group, outcome.detail) or outcome.hint
+            outcome.hint = _specific_hint(group, outcome) or outcome.hint
         return outcome
 
 
-def _specific_hint(group: Group, detail: str) -> str | None:
-    found = re.match(r"case (\d+) of \d+", detail)
-    number = int(found.group(1)) if found else 0
+def _specific_hint(group: Group, outcome: GroupOutcome) -> str | None:
+    number, detail = outcome.case, outcome.detail
     case = group.cases[number - 1] if 0 < number <= len(group.cases) else None
     if case is not None and case.raises is not None:
-        wrong_type = re.search(r" raised (\w+) \(expected ", detail)
-        if "must raise" in detail:
+        if outcome.reason == NO_ERROR:
             return f"einops raises EinopsError here ({case.note}): {_rule(case.note)}"
-        if wrong_type:
-            name = wrong_type.group(1)
+        if outcome.reason == WRONG_ERROR:
+            name = outcome.error
             raised = "tensorcraft's EinopsError (tc.EinopsError)" if name == ERROR.__name__ else name
             return (f"raise einops.EinopsError (`from einops import EinopsError`), not {raised}, as einops does "
                     f"here ({case.note}): {_rule(case.note)}")
@@ -210,6 +208,14 @@ def _run_rearrange(rearrange: Callable, x: torch.Tensor, pattern: str, lengths: 
     model = torch.nn.Sequential(Rearrange(pattern, **lengths), torch.nn.Identity())
     with tc.substitute(rearrange=rearrange):
         return model(x)
+
+
+def _show_rearrange(x: torch.Tensor, pattern: str, lengths: dict, *route: str) -> str:
+    """A case as the learner would call it: rearrange(x, pattern, h=2), and how the check ran it."""
+    call = f"rearrange({describe(x, 60)}, {pattern!r}{''.join(f', {k}={v!r}' for k, v in lengths.items())})"
+    if GRADIENT in route:
+        return call + ", with x.requires_grad"
+    return call + (", inside nn.Sequential(Rearrange(...))" if route else "")
 
 
 def _einops_rearrange(x: torch.Tensor, pattern: str, lengths: dict, *route: str) -> Any:
@@ -591,6 +597,8 @@ REARRANGE = RearrangeExercise(
     forbidden=FORBIDDEN_IN_REARRANGE,
     numpy_allowed=False,  # a numpy round trip loses autograd, device and the lesson
     call=_run_rearrange,
+    show=_show_rearrange,
+    parts=("the result", "x.grad after (result * weights).sum().backward()"),
     extra_hints=EXTRA_HINTS,
 )
 

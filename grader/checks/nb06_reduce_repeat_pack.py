@@ -19,6 +19,7 @@ from tensorcraft.einops.errors import EinopsError
 from tensorcraft.einops.layers import Reduce as LibraryReduce
 from tensorcraft.einops.ops import repeat as library_repeat
 
+from .compare import describe
 from .exercise import Case, Exercise, Group
 
 REDUCTIONS = ("sum", "mean", "max", "min", "prod")
@@ -46,6 +47,19 @@ def _name(dtype: torch.dtype) -> str:
 
 
 # ---------------------------------------------------------------- exercise 1: reduce
+
+
+def _keywords(lengths: dict) -> str:
+    return "".join(f", {k}={v!r}" for k, v in lengths.items())
+
+
+def _show_reduce(x: torch.Tensor, pattern: str, reduction: str, lengths: dict) -> str:
+    """A case as the learner would call it (the check runs it inside the Reduce layer)."""
+    return f"reduce({describe(x, 60)}, {pattern!r}, {reduction!r}{_keywords(lengths)})"
+
+
+def _show_repeat(x: torch.Tensor, pattern: str, lengths: dict) -> str:
+    return f"repeat({describe(x, 60)}, {pattern!r}{_keywords(lengths)})"
 
 
 def _reduce_reference(x: torch.Tensor, pattern: str, reduction: str, lengths: dict) -> torch.Tensor:
@@ -181,6 +195,7 @@ REDUCE = Exercise(
                       "(name_the_numbers) and its length as a keyword",
     },
     call=_through_the_reduce_layer,
+    show=_show_reduce,
 )
 
 
@@ -294,6 +309,7 @@ REPEAT = Exercise(
                       "that the pattern you rearrange with uses",
     },
     call=_through_the_library,
+    show=_show_repeat,
 )
 
 

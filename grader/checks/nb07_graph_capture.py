@@ -38,6 +38,7 @@ from tensorcraft.compiler.ir import Graph
 from tensorcraft.compiler.opnames import canonical_name, is_inplace_name
 from tensorcraft.compiler.pipeline import compile_graph
 
+from .compare import describe
 from .exercise import Case, Exercise, Group
 
 FX_TRACING = ("torch.fx.symbolic_trace", "torch.fx.Tracer.trace", "torch.fx._symbolic_trace.symbolic_trace")
@@ -320,6 +321,7 @@ CAPTURE = Exercise(
                   "call, module tensors to param nodes (by their qualified names), other tensors to constants",
     },
     call=_through_compile,
+    parts=("the op sequence", "the module tensors read", "the compiled result on x", "the replayed result on a second input"),
 )
 
 
@@ -506,6 +508,8 @@ INPUT_GUARD = Exercise(
                     "('value', type, value) for a plain value: look at remembered[0] before reading the others",
     },
     call=_through_the_cache,
+    show=lambda calls: f"{len(calls)} calls, on " + "; then ".join(describe(c, 70) for c in calls),
+    parts=tuple(f"whether call {i} compiled anew" for i in range(1, 100)),
 )
 
 
@@ -624,6 +628,7 @@ REFUSAL = Exercise(
         TypeError: "return None to let capture record the call, or a str saying why it must not",
     },
     call=_through_capture,
+    parts=("whether the call falls back to eager", "its result"),
 )
 
 

@@ -33,6 +33,7 @@ import tensorcraft
 from tensorcraft.compiler.opnames import canonical_name
 from tensorcraft.compiler.passes import constant_folding, conv_bn, cse, dce
 
+from .compare import describe
 from .exercise import Case, Exercise, Group
 
 # The pipeline's passes, held here before any tripwire replaces the module attributes: the compiled
@@ -233,6 +234,8 @@ DCE = Exercise(
                "tensorcraft.compiler.passes.dce.eliminate_dead_code"),
     extra_hints={ValueError: GRAPH_RULES_HINT},
     call=_dce_in_the_pipeline,
+    show=lambda program, inputs: describe_program(program),
+    parts=("the compiled program's results", "the calls left (torch.fx's DCE keeps these)", "the number of inputs left"),
 )
 
 
@@ -359,6 +362,8 @@ CSE = Exercise(
                "tensorcraft.compiler.passes.cse.eliminate_common_subexpressions"),
     extra_hints={ValueError: GRAPH_RULES_HINT},
     call=_cse_in_the_pipeline,
+    show=lambda program, inputs, against_fx: describe_program(program),
+    parts=("the compiled program's results", "the results that share memory", "the calls left (torch.fx's CSEPass keeps these)"),
 )
 
 
@@ -592,6 +597,8 @@ FOLD = Exercise(
                   "every call; fold a call only when every one of node.inputs is known",
     },
     call=_fold_in_the_pipeline,
+    show=lambda program, seed, mode, x: f"x: {describe(x)}",
+    parts=("the compiled model's results",),
 )
 
 

@@ -65,6 +65,12 @@ class Program:
         return "; ".join(self.body)
 
 
+def show_program(program: Program, inputs: tuple, *_: Any) -> str:
+    """A case as the learner reads it: the function's source on one line, and its inputs' shapes."""
+    shapes = ", ".join(f"{name} {tuple(t.shape)}" for name, t in zip("xbwy", inputs))
+    return f"f(x, b, w, y): {program!r}  with {shapes}, {str(inputs[0].dtype).removeprefix('torch.')}"
+
+
 def _eager(program: Program, inputs: tuple) -> tuple[torch.Tensor, ...]:
     with torch.no_grad():
         out = program.fn(*inputs)
@@ -311,6 +317,8 @@ GROUP_FUSIBLE = Exercise(
         TypeError: "return a list of fusion.Group objects: Group(id, shape, dtype, device), members appended in order",
     },
     call=_run_with_grouping,
+    show=show_program,
+    parts=("the compiled program's results", "the number of ops the compiled program runs"),
 )
 
 
@@ -398,6 +406,8 @@ STORAGE_LIFETIMES = Exercise(
         TypeError: "return a dict that maps each Node to an int step",
     },
     call=_run_with_lifetimes,
+    show=show_program,
+    parts=("the compiled program's results", "the last step of each storage ('name: step')"),
 )
 
 
@@ -587,6 +597,8 @@ PLAN_MEMORY = Exercise(
         TypeError: "return the MemoryPlan (the last line of the template returns measure_peaks(graph, plan))",
     },
     call=_run_with_planner,
+    show=show_program,
+    parts=("the compiled program's results", "the slots of your plan", "the planned peak"),
 )
 
 

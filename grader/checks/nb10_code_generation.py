@@ -521,6 +521,7 @@ GENERATE_WRAPPER = Exercise(
         RecursionError: "you called generate_wrapper, which during the check is your own function",
     },
     call=_through_the_wrapper,
+    parts=("the compiled program's results", "problems with freeing and slots in your wrapper"),
 )
 
 

@@ -140,10 +140,65 @@ def test_check_passes_silently_on_a_correct_answer_and_raises_on_a_wrong_one(cap
 
 def test_a_failure_counts_the_groups_that_ran_and_reports_pending_ones_apart(capsys):
     report = OUTER.run(lambda a, b: correct_outer(a, b) + 1, cuda_available=False)
-    assert report.text().splitlines()[-1] == f"3 of 3 groups failed (3 pending, not run); read the lines marked {FAIL}."
+    lines = report.text().splitlines()
+    assert lines[-1] == f"3 of 3 groups failed; read the lines marked {FAIL}."
+    # pending is said once, on its own line, and never counted among the failures
+    assert [line for line in lines if "pending" in line] == [
+        f"  {PENDING} cuda pending: 3 groups not run, no CUDA device here (torch.cuda.is_available() is False)"]
+    assert report.failed_summary(with_pending=True) == ("3 of 3 groups failed; 3 cuda groups not run, no CUDA "
+                                                        "device here (torch.cuda.is_available() is False)")
     with pytest.raises(AssertionError) as raised:
         nb00_welcome.check_outer(lambda a, b: correct_outer(a, b) + 1)
     assert "3 of 3 groups failed (see" in str(raised.value)
+
+
+def test_groups_without_a_tensor_have_no_cuda_case_to_wait_for():
+    # a string function: nothing in its cases tells it a device, so CUDA would only repeat the CPU run
+    def shout(value):
+        return value.upper() if isinstance(value, str) else value * 2
+    mixed = Exercise(id="nb99_demo.shout", reference=shout, hint="",
+                     public=lambda: [Group("words", [Case(("ab",))]),
+                                     Group("with a tensor", [Case(("ab",)), Case((torch.ones(1),))])],
+                     hidden=lambda g: [])
+    report = mixed.run(shout, cuda_available=False)
+    assert [(o.device, o.title, o.status) for o in report.outcomes] == [
+        ("cpu", "words", PASS), ("cpu", "with a tensor", PASS), ("cuda", "with a tensor", PENDING)]
+    words_only = dataclasses.replace(mixed, public=lambda: [Group("words", [Case(("ab",))])])
+    text = words_only.run(shout, cuda_available=False).text()
+    assert "pending" not in text and "cuda" not in text
+    assert "All public cases pass on cpu." in text
+
+
+def test_a_failure_is_data_and_its_text_shows_the_call_then_the_difference_then_the_hint():
+    report = OUTER.run(lambda a, b: b[:, None] * a[None, :], cuda_available=False)
+    failure = report.failed[0]
+    assert (failure.case, failure.reason) == (1, "wrong result")
+    assert failure.shown == "outer(tensor([1., 2., 3.]), tensor([10., 20., 30., 40.]))"
+    assert failure.difference == "expected shape (3, 4), got shape (4, 3)"
+    assert flat(failure.line()).startswith(
+        f"{FAIL} cpu float32 vectors of different lengths (2 cases) case 1 of 2 (lengths 3 and 4): {failure.shown} "
+        f"{failure.difference} hint: your result is the transpose")
+    lines = [line.strip() for line in failure.line().splitlines()]   # case, difference, hint: each on its own line
+    case = next(i for i, line in enumerate(lines) if line.startswith("case 1 of 2"))
+    hint = next(i for i, line in enumerate(lines) if line.startswith("hint: "))
+    assert 0 < case < lines.index(failure.difference) < hint
+    crash = OUTER.run(lambda a, b: a * b, cuda_available=False).failed[0]
+    assert (crash.reason, crash.error) == ("raised", "RuntimeError")
+    assert crash.difference.startswith("raised RuntimeError: The size of tensor a (3) must match")
+
+
+def test_large_tensors_are_shown_by_dtype_and_shape_and_a_difference_is_short():
+    from grader.checks.compare import describe
+    assert describe(torch.zeros(2, 3, 8, 8)) == "float32 tensor of shape (2, 3, 8, 8)"
+    assert describe(torch.tensor([1, 2])) == "tensor([1, 2])"
+    assert describe(np.zeros((5, 5))) == "float64 array of shape (5, 5)"
+    expected = torch.arange(1000.0).reshape(10, 100)
+    got = expected.clone()
+    got[3, 7], got[9, 9] = -1.0, 1e6
+    text = mismatch(expected, got)
+    assert text == ("2 of 1000 values differ; first at [3, 7]: expected 307.0, got -1.0; "
+                    "largest error 9.99e+05 at [9, 9]")
+    assert "\n" not in text
 
 
 def test_a_failed_check_renders_in_ipython_as_one_line_not_a_traceback_into_the_grader():
@@ -241,6 +296,7 @@ def test_a_function_that_edits_its_input_in_place_fails_even_with_the_right_resu
         return x
     report = nb00_welcome.NORMALIZE_ROWS.run(divides_in_place, cuda_available=False)
     assert report.failed and "changed its input in place (argument 1: its values changed" in report.failed[0].detail
+    assert "6 of 6 positions; first at [0, 0]: 1.0 became 0.25" in report.failed[0].difference   # where, not a dump
     grown = OUTER.run(lambda a, b: a.unsqueeze_(1) * b, cuda_available=False)
     assert "argument 1: its shape changed from (3,) to (3, 1)" in grown.failed[0].detail
     assert "leave the inputs as they were" in grown.failed[0].hint
@@ -273,7 +329,7 @@ def test_mismatch_names_shape_dtype_and_kind():
     assert "dtype" in mismatch(torch.ones(2), torch.ones(2, dtype=torch.float64))
     assert "tensor" in mismatch(torch.ones(2), np.ones(2))
     assert mismatch(np.arange(3), np.arange(3)) is None
-    assert "index (1,)" in mismatch(np.arange(3.0), np.array([0.0, 5.0, 2.0]))
+    assert "first at [1]" in mismatch(np.arange(3.0), np.array([0.0, 5.0, 2.0]))
 
 
 @pytest.mark.parametrize("returns, says", [
@@ -345,8 +401,8 @@ def test_call_plugs_the_learners_stage_into_a_pipeline():
 def test_a_report_reads_without_scrolling_and_loses_no_word():
     """Long details and hints wrap at the report's width, indented under the group's title."""
     from grader.checks.report import WIDTH, CheckReport, GroupOutcome
-    detail = ("case 3 of 12 (a float64 of shape (5,), b float64 of shape (3,)): values differ at 3 of 15 "
-              "positions; first at index (0, 1): expected 0.25, got 0.75")
+    detail = ("case 3 of 12 (a float64 of shape (5,), b float64 of shape (3,)): 3 of 15 values differ; "
+              "first at [0, 1]: expected 0.25, got 0.75")
     hint = ("your result is the transpose of outer(a, b): result[i, j] must be a[i] * b[j], and yours is "
             "a[j] * b[i]; index a by the rows and b by the columns " + "x" * 120)
     report = CheckReport("check_outer", hidden=True, seed=123456789, outcomes=[
@@ -367,4 +423,5 @@ def test_a_report_reads_without_scrolling_and_loses_no_word():
 def test_dicts_compare_as_python_compares_them_whatever_the_key_order():
     assert mismatch({"a": 1, "b": 2}, {"b": 2, "a": 1}) is None
     assert "keys ['a', 'b']" in mismatch({"a": 1, "b": 2}, {"a": 1})
-    assert mismatch({"a": 1, "b": 2}, {"b": 3, "a": 1}).startswith("b:")
+    assert mismatch({"a": 1, "b": 2}, {"b": 3, "a": 1}).startswith("result['b']:")
+    assert mismatch((1, [2, 3]), (1, [2, 4])) == "result[1][1]: expected 3, got 4"   # where a learner would index
