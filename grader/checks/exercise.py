@@ -5,6 +5,11 @@ public and which to draw at random for the hidden test, which functions are forb
 learner's code runs, and the hint to give when no known mistake explains a wrong result.
 :meth:`Exercise.check` runs it all on every device, prints one line per group of cases, and
 raises ``AssertionError`` when anything failed, which is how nbgrader scores the cell 0.
+
+A failing case's hint is the hint of the first known mistake (mutant) that gives the learner's
+result, or raises the learner's error (same type and message), on that case; only when none does is
+it a fallback (the hint an exercise gives for an error type, the result's kind, the exercise's own).
+Only a bare ``raise NotImplementedError()`` is the release's stub.
 """
 from __future__ import annotations
 
@@ -22,6 +27,15 @@ from .ops import forbidden_ops
 from .report import FAIL, PASS, PENDING, CheckReport, GroupOutcome
 from .seed import hidden_seed
 from .tripwire import ForbiddenCallError, captured_forbidden, tripwire, tripwires
+
+
+STUB_HINT = "replace `raise NotImplementedError()` with your solution"
+
+
+def is_stub(error: BaseException) -> bool:
+    """The release's stub raises a bare ``NotImplementedError()``. One with a message is a deliberate
+    error like any other (einops raises one for the mean of integers), which a case may expect."""
+    return isinstance(error, NotImplementedError) and not error.args
 
 
 IN_PLACE_HINT = ("return a new result and leave the inputs as they were, as the real tools do: "
@@ -112,7 +126,7 @@ class Exercise:
         captured = captured_forbidden(learner_fn, self.forbidden, exercise=self.name,
                                       also={self._reference_label: self.reference})
         if captured is not None:
-            return fail(str(captured), self.hint)
+            return fail(str(captured), self._diagnose_capture(str(captured)) or self.hint)
 
         for number, case in enumerate(group.cases, start=1):
             args = to_device(case.args, device)
@@ -120,18 +134,17 @@ class Exercise:
             expected = self._expected(case, args)
             inputs = clone(args)  # the learner's own copy; ``args`` stays as the case made it
             try:
-                with tripwires(self.forbidden, exercise=self.name), self._reference_out_of_reach(), \
-                        forbidden_ops(self.forbidden_ops, self.numpy_allowed, exercise=self.name):
+                with self._guarded():
                     got = self.call(learner_fn, *inputs)
-            except ForbiddenCallError as error:
-                return fail(f"{where}: {error}", error.hint or self.hint)
-            except NotImplementedError:
-                return fail(f"{where}: your function still raises NotImplementedError",
-                            "replace `raise NotImplementedError()` with your solution")
             except Exception as error:  # the learner's bug, reported; the check goes on
+                if is_stub(error):
+                    return fail(f"{where}: your function still raises NotImplementedError", STUB_HINT)
+                if isinstance(error, ForbiddenCallError):
+                    return fail(f"{where}: {error}", self._diagnose_error(args, error) or error.hint or self.hint)
                 if case.raises is not None and isinstance(error, case.raises):
                     continue
-                hint = next((h for t, h in self.extra_hints.items() if isinstance(error, t)), self.hint)
+                hint = self._diagnose_error(args, error) or next(
+                    (h for t, h in self.extra_hints.items() if isinstance(error, t)), self.hint)
                 wanted = f" (expected {case.raises.__name__})" if case.raises else ""
                 return fail(f"{where}: inputs {self._show(args)} raised {type(error).__name__}{wanted}: {error}", hint)
             edited = next((f"argument {i}: {c}" for i, (a, b) in enumerate(zip(args, inputs), start=1)
@@ -140,7 +153,7 @@ class Exercise:
                 return fail(f"{where}: your function changed its input in place ({edited})", IN_PLACE_HINT)
             if case.raises is not None:
                 return fail(f"{where}: inputs {self._show(args)} must raise {case.raises.__name__}, "
-                            f"but your function returned {describe(got)}", self.hint)
+                            f"but your function returned {describe(got)}", self._known_result(args, got) or self.hint)
             problem = mismatch(expected, got)
             if problem:
                 return fail(f"{where}: inputs {self._show(args)}: {problem}", self._diagnose(args, expected, got))
@@ -172,9 +185,21 @@ class Exercise:
         raise RuntimeError(f"check_{self.name}: the case {case.note or case.args!r} expects "
                            f"{case.raises.__name__}, but the reference returned {describe(returned)}")
 
+    @contextlib.contextmanager
+    def _guarded(self) -> Iterator[None]:
+        """What the learner's code runs under: the tripwires, the forbidden operations, and this
+        exercise's reference out of reach."""
+        with tripwires(self.forbidden, exercise=self.name), self._reference_out_of_reach(), \
+                forbidden_ops(self.forbidden_ops, self.numpy_allowed, exercise=self.name):
+            yield
+
     def _diagnose(self, args: tuple, expected: Any, got: Any) -> str:
         """The hint of the first known mistake whose result equals the learner's; else a hint about
         the result's kind (type, dtype, device) when that is wrong; else the exercise's hint."""
+        return self._known_result(args, got) or kind_hint(expected, got) or self.hint
+
+    def _known_result(self, args: tuple, got: Any) -> str | None:
+        """The hint of the first known mistake whose result on this case equals the learner's."""
         for wrong in mutants_for(self.id):
             try:
                 theirs = self.call(wrong.fn, *clone(args))
@@ -182,7 +207,29 @@ class Exercise:
                 continue
             if mismatch(theirs, got) is None:
                 return wrong.hint
-        return kind_hint(expected, got) or self.hint
+        return None
+
+    def _diagnose_error(self, args: tuple, error: BaseException) -> str | None:
+        """The hint of the first known mistake that raises the learner's error (same type, same
+        message) on this case, run as the learner's code is; None when no known mistake does, so
+        that a fallback names only the error's established cause, or none."""
+        for wrong in mutants_for(self.id):
+            try:
+                with self._guarded():
+                    self.call(wrong.fn, *clone(args))
+            except Exception as theirs:
+                if type(theirs) is type(error) and str(theirs) == str(error):
+                    return wrong.hint
+        return None
+
+    def _diagnose_capture(self, found: str) -> str | None:
+        """The hint of the first known mistake that keeps the same forbidden function as the learner's."""
+        for wrong in mutants_for(self.id):
+            theirs = captured_forbidden(wrong.fn, self.forbidden, exercise=self.name,
+                                        also={self._reference_label: self.reference})
+            if theirs is not None and str(theirs) == found:
+                return wrong.hint
+        return None
 
     @staticmethod
     def _show(args: tuple) -> str:
