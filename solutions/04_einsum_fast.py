@@ -380,7 +380,8 @@ for equation, shapes in examples:
 #    `size(result) - size(a) - size(b)` (how much memory the step frees, negated) and take the
 #    pair with the **smallest** score.
 # 2. If no pair shares such a label, take the two operands with the smallest sizes (an outer
-#    product; the smallest first keeps it small).
+#    product; the smallest first keeps it small). Where only this rule applies and no two sizes
+#    tie, the check compares your path with it step by step.
 # 3. Record `(i, j)` with i < j, remove both from your list, and append the result's labels at
 #    the end, exactly as the path format says.
 #
@@ -388,7 +389,8 @@ for equation, shapes in examples:
 # is not needed.
 # Forbidden: `opt_einsum`'s paths and `contract_path` (under any name: a search kept in a dict
 # fails too), `numpy.einsum_path`, `tc.contract_path`, and the library's own `greedy_path` and
-# `optimal_path`.
+# `optimal_path`: any other search (dynamic programming, branch and bound, the optimal one) finds
+# a cheap path too, but the exercise is the greedy rule.
 #
 # The check runs **`tc.contract_path(equation, *shapes, optimize="greedy")` with your function as
 # its greedy search** (`tc.substitute(greedy_path=...)`): the path must be valid, and its cost,

@@ -5,7 +5,10 @@ import math
 
 import numpy as np
 import opt_einsum
+import opt_einsum.paths
 import torch
+
+import tensorcraft.einstein.path
 
 from . import mutant
 
@@ -226,7 +229,7 @@ def path_flops_result_in_front(inputs, output, sizes, path):
 
 
 def _greedy(inputs, output, sizes, score, shared_only=True, result_to_front=False, original_positions=False,
-            keep_everything=False, drop_shared=False):
+            keep_everything=False, drop_shared=False, fallback="smallest"):
     current = [set(s) for s in inputs]
     output = set(output)
     ids = list(range(len(current)))
@@ -251,7 +254,9 @@ def _greedy(inputs, output, sizes, score, shared_only=True, result_to_front=Fals
             key = (score(size(result_of(i, j)), size(current[i]), size(current[j])), j, i)
             if best is None or key < best:
                 best = key
-        if best is None:
+        if best is None and fallback == "first two":
+            i, j = 0, 1
+        elif best is None:
             i, j = sorted(sorted(range(len(current)), key=lambda p: size(current[p]))[:2])
         else:
             _, j, i = best
@@ -338,3 +343,25 @@ def path_flops_by_kept_contract_path(inputs, output, sizes, path):
     equation = ",".join("".join(sorted(t)) for t in inputs) + "->" + "".join(sorted(output))
     shapes = [tuple(sizes[c] for c in sorted(t)) for t in inputs]
     return int(_KEPT["contract_path"](equation, *shapes, shapes=True, optimize=list(path))[1].opt_cost)
+
+
+@mutant("nb04_einsum_fast.greedy_path", hint="when no pair shares a label to sum, take the two operands with the "
+        "smallest sizes (rule 2), not the first two of the list")
+def greedy_fallback_first_two(inputs, output, sizes):
+    return _greedy(inputs, output, sizes, lambda r, a, b: r - a - b, fallback="first two")
+
+
+_KEPT_SEARCHES = {"dp": opt_einsum.paths.dynamic_programming,
+                  "optimal": tensorcraft.einstein.path.optimal_path}  # kept before the check ran
+
+
+@mutant("nb04_einsum_fast.greedy_path", hint="another path search (opt_einsum's dynamic programming) is forbidden "
+        "under any name, even kept in a dict: it finds a cheap path, but not by the greedy rule you are to write")
+def greedy_by_kept_dynamic_programming(inputs, output, sizes):
+    return _KEPT_SEARCHES["dp"]([set(t) for t in inputs], set(output), dict(sizes))
+
+
+@mutant("nb04_einsum_fast.greedy_path", hint="the library's optimal_path is forbidden under any name, even kept in "
+        "a dict: it finds a cheap path, but not by the greedy rule you are to write")
+def greedy_by_kept_optimal_path(inputs, output, sizes):
+    return _KEPT_SEARCHES["optimal"]([frozenset(t) for t in inputs], frozenset(output), dict(sizes))
