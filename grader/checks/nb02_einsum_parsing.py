@@ -114,7 +114,7 @@ def _infer_public() -> list[Group]:
               cases("ij,jk", "ijd,jk", "ji,kj", "bij,bjk")),
         Group("uppercase before lowercase", cases("cBa", "aB", "Ij,jK", "bZ,Za", "Ab")),
         Group("a letter repeated inside one operand", cases("iij,jk", "ii", "iij", "ii,jk", "ijj,k")),
-        Group("ellipsis dimensions first", cases("...ij,...jk", "Z...a", "i...,j", "ab...", "...,...")),
+        Group("ellipsis dimensions first", cases("...ij,...jk", "Z...a", "i...,j", "ab...", "...,...", "ij,...jk")),
         Group("single operands", cases("ij", "ji", "cba", "I")),
         Group("three operands; a letter used three times", cases("ab,bc,cd", "ab,bc,b,cd", "ab,ab,ab", "i,j,k", "xY,Yz,zX")),
     ]

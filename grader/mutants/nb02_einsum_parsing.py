@@ -10,6 +10,8 @@ from tensorcraft import stages
 from . import mutant
 
 ELLIPSIS = "..."
+KEEP_ELLIPSIS_HINT = ("when any operand has '...' (the first or a later one), its dimensions stay in the output: "
+                      "start the output with '...' ('ij,...jk' gives '...ik')")
 EVERY_LETTER_HINT = ("a letter used more than once in the whole input side is summed away, also one used once in "
                      "each of two operands: keep only the letters used exactly once in all (in 'ij,jk', j is used "
                      "twice, so the output is 'ik')")
@@ -50,10 +52,14 @@ def infer_output_ellipsis_last(inputs):
     return "".join(sorted(_once(inputs))) + (ELLIPSIS if ELLIPSIS in inputs else "")
 
 
-@mutant("nb02_einsum_parsing.infer_output", hint="when an operand has '...', its dimensions stay in the output: "
-        "start the output with '...'")
+@mutant("nb02_einsum_parsing.infer_output", hint=KEEP_ELLIPSIS_HINT)
 def infer_output_drops_ellipsis(inputs):
     return "".join(sorted(_once(inputs)))
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint=KEEP_ELLIPSIS_HINT)
+def infer_output_ellipsis_from_first_operand(inputs):
+    return (ELLIPSIS if ELLIPSIS in inputs.split(",")[0] else "") + "".join(sorted(_once(inputs)))
 
 
 @mutant("nb02_einsum_parsing.infer_output", hint=EVERY_LETTER_HINT)

@@ -346,7 +346,7 @@ def path_flops_by_kept_contract_path(inputs, output, sizes, path):
 
 
 @mutant("nb04_einsum_fast.greedy_path", hint="when no pair shares a label to sum, take the two operands with the "
-        "smallest sizes (rule 2), not the first two of the list")
+        "smallest sizes (rule 2): your path took another pair there")
 def greedy_fallback_first_two(inputs, output, sizes):
     return _greedy(inputs, output, sizes, lambda r, a, b: r - a - b, fallback="first two")
 

@@ -165,3 +165,38 @@ def test_a_validator_that_raises_runtime_error_is_told_to_raise_value_error():
 
     report = nb02.VALIDATE_EQUATION.run(like_torch, cuda_available=False)
     assert "this exercise asks for ValueError" in report.text()
+
+
+def test_a_path_searchs_report_is_refused_where_it_holds_the_answer():
+    """opt_einsum's contract_path reports the output's letters and every letter's length: forbidden in
+    01's output_shape and 02's infer_output and label_sizes (their statements say so)."""
+    import opt_einsum
+
+    def output_shape(equation, *shapes):
+        info = opt_einsum.contract_path(equation, *shapes, shapes=True)[1]
+        return tuple(info.size_dict[c] for c in info.output_subscript)
+
+    def label_sizes(equation, *shapes):
+        return dict(opt_einsum.contract_path(equation, *shapes, shapes=True)[1].size_dict)
+
+    for exercise, answer in ((nb01.OUTPUT_SHAPE, output_shape), (nb02.EXERCISES["label_sizes"], label_sizes)):
+        [first, *_] = exercise.run(answer, cuda_available=False).failed
+        assert "opt_einsum.contract_path" in first.detail
+        assert "contract_path is forbidden here" in first.hint
+
+
+def test_the_library_stage_kept_in_a_dict_is_named_not_a_recursion_error():
+    import tensorcraft.einstein
+    kept = {"infer": tensorcraft.einstein.infer_output}
+    [first, *_] = nb02.INFER_OUTPUT.run(lambda inputs: kept["infer"](inputs), cuda_available=False).failed
+    assert "RecursionError" not in first.detail
+    assert "called the library's own infer_output" in first.detail
+    assert "forbidden under any name" in first.hint
+
+
+def test_the_attention_hint_describes_the_steps_without_the_code_of_the_answer():
+    report = nb01.ATTENTION.run(lambda q, k, v: torch.einsum("bhqd,bhkd->bhqk", q, k).softmax(-1).einsum(
+        "bhqk,bhkd->bhqd", v) if False else torch.einsum(
+        "bhqk,bhkd->bhqd", torch.einsum("bhqd,bhkd->bhqk", q, k).softmax(-1), v), cuda_available=False)
+    hint = report.failed[0].hint
+    assert "einsum(" not in hint and "bhqd" not in hint and "softmax" in hint
