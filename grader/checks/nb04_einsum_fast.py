@@ -102,6 +102,9 @@ def _contract_pair_public() -> list[Group]:
         Group("batch labels (in both operands and in the output)", [
             _einsum_case("bij,bjk->bik", s, g), _einsum_case("ibj,jkb->bik", s, g, "ibj,jkb->bik (batch not first)"),
             _einsum_case("bhqd,bhkd->bhqk", s, g, "attention scores bhqd,bhkd->bhqk")]),
+        Group("shared labels in another order in each operand", [
+            _einsum_case("kji,jkl->il", s, g, "summed j, k: (k, j) in a, (j, k) in b"),
+            _einsum_case("bhqd,hbkd->bhqk", s, g, "batch b, h: (b, h) in a, (h, b) in b")]),
         Group("output orders that need a final permute", [
             _einsum_case("ij,jk->ki", s, g), _einsum_case("bij,bjk->kbi", s, g),
             _einsum_case("abc,cd->dba", s, g)]),

@@ -31,11 +31,13 @@ def _prod(size, labels):
     return math.prod(size[l] for l in labels)
 
 
-def _as_matrices(a, a_labels, b, b_labels, out_labels):
+def _as_matrices(a, a_labels, b, b_labels, out_labels, own_orders=False):
     batch, summed, left, right = _groups(a_labels, b_labels, out_labels)
     size = _sizes(a, a_labels, b, b_labels)
     nb, m, k, n = (_prod(size, g) for g in (batch, left, summed, right))
     a3 = a.permute([list(a_labels).index(l) for l in batch + left + summed]).reshape(nb, m, k)
+    if own_orders:  # b's shared labels in b's own order, not in a's
+        batch, summed = ([l for l in b_labels if l in group] for group in (batch, summed))
     b3 = b.permute([list(b_labels).index(l) for l in batch + summed + right]).reshape(nb, k, n)
     return a3, b3, batch + left + right, size
 
@@ -119,6 +121,14 @@ def contract_pair_by_broadcasting(a, a_labels, b, b_labels, out_labels):
         product = product.sum(dim=summed)
     kept = [l for l in labels if l in out_labels]
     return product.permute([kept.index(l) for l in out_labels])
+
+
+@mutant("nb04_einsum_fast.contract_pair", hint="put the shared labels of both operands in ONE order (a's, say): "
+        "with 'ijk,kjl' a's summed axes are (j, k) and b's must be permuted to (j, k) too, not left in b's order (k, j)")
+def pair_shared_labels_in_each_operands_order(a, a_labels, b, b_labels, out_labels):
+    a3, b3, natural, size = _as_matrices(a, a_labels, b, b_labels, out_labels, own_orders=True)
+    out = torch.bmm(a3, b3).reshape([size[l] for l in natural])
+    return out.permute([natural.index(l) for l in out_labels])
 
 
 # ---------------------------------------------------------------- path_flops
