@@ -121,8 +121,10 @@ print(plan_pair("bhqd", (2, 4, 8, 16), "bhkd", (2, 4, 8, 16), keep="bhqk", resul
 #
 # The check runs **`tc.einsum` with your function as its lowering** (through
 # `tc.substitute(contract_pair=...)`, once per pair of operands) and compares the result with
-# `torch.einsum`: matrix products, batch labels, labels kept from one operand only, nothing
-# summed, everything summed, output orders that need a final permute, three operands, float32,
+# `torch.einsum`: matrix products, batch labels, shared labels in another order in each operand,
+# labels kept from one operand only, nothing summed, everything summed, output orders that need a
+# final permute, labels of size 0 (an empty tensor: -1 in a reshape cannot be inferred there, so
+# compute every size), three operands, float32,
 # float64 and int64 (int64 on the CPU only: CUDA has no integer matrix product). It also counts
 # the matrix products each call makes: exactly one (`torch.bmm`, `@`, `torch.matmul` or
 # `torch.mm`); multiplying broadcast tensors and summing gives the numbers, but fails the check.

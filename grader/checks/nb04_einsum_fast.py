@@ -114,6 +114,9 @@ def _contract_pair_public() -> list[Group]:
             _einsum_case("bi,bi->b", s, g, "batch of dot products"), _einsum_case("ij,ij->", s, g, "everything summed")]),
         Group("three operands (one call per pair), and float64", [
             _einsum_case("ij,jk,kl->li", s, g), _einsum_case("bij,bjk->bik", s, g, "float64", torch.float64)]),
+        Group("empty dimensions: a label of size 0", [
+            _einsum_case("ij,jk->ik", {**s, "j": 0}, g, "j of size 0: a sum of nothing, zeros"),
+            _einsum_case("bij,bjk->bik", {**s, "i": 0}, g, "i of size 0: an empty result")]),
         Group("int64 (CPU only: CUDA has no integer matrix product)", [
             _einsum_case("ij,jk->ki", s, g, "int64", torch.int64)], cpu_only=True),
     ]

@@ -131,6 +131,19 @@ def pair_shared_labels_in_each_operands_order(a, a_labels, b, b_labels, out_labe
     return out.permute([natural.index(l) for l in out_labels])
 
 
+@mutant("nb04_einsum_fast.contract_pair", hint="a label may have size 0 (an empty tensor): reshape with every size "
+        "computed (math.prod of each group), never -1, which cannot be inferred when the tensor has no elements")
+def pair_reshape_with_minus_one(a, a_labels, b, b_labels, out_labels):
+    batch, summed, left, right = _groups(a_labels, b_labels, out_labels)
+    size = _sizes(a, a_labels, b, b_labels)
+    nb, k = _prod(size, batch), _prod(size, summed)
+    a3 = a.permute([list(a_labels).index(l) for l in batch + left + summed]).reshape(nb, -1, k)
+    b3 = b.permute([list(b_labels).index(l) for l in batch + summed + right]).reshape(nb, k, -1)
+    natural = batch + left + right
+    out = torch.bmm(a3, b3).reshape([size[l] for l in natural])
+    return out.permute([natural.index(l) for l in out_labels])
+
+
 # ---------------------------------------------------------------- path_flops
 
 
