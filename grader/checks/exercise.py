@@ -6,9 +6,9 @@ learner's code runs, and the hint to give when no known mistake explains a wrong
 :meth:`Exercise.check` runs it all on every device, prints one line per group of cases, and
 raises ``AssertionError`` when anything failed, which is how nbgrader scores the cell 0.
 
-A failing case's hint is the hint of the first known mistake (mutant) that gives the learner's
-result, or raises the learner's error (same type and message), on that case; only when none does is
-it a fallback (the hint an exercise gives for an error type, the result's kind, the exercise's own).
+A failing case's hint is the hint of the first known mistake (mutant) that, like the learner's
+answer, passes the group's earlier cases and gives the learner's result, or raises the learner's
+error (same type and message), on that case; only when none does is it a fallback (the hint an exercise gives for an error type, the result's kind, the exercise's own).
 Only a bare ``raise NotImplementedError()`` is the release's stub.
 """
 from __future__ import annotations
@@ -128,6 +128,7 @@ class Exercise:
         if captured is not None:
             return fail(str(captured), self._diagnose_capture(str(captured)) or self.hint)
 
+        earlier: list[tuple[tuple, Any, Case]] = []  # the group's cases the learner's answer passed
         for number, case in enumerate(group.cases, start=1):
             args = to_device(case.args, device)
             where = f"case {number} of {len(group.cases)}" + (f" ({case.note})" if case.note else "")
@@ -140,10 +141,11 @@ class Exercise:
                 if is_stub(error):
                     return fail(f"{where}: your function still raises NotImplementedError", STUB_HINT)
                 if isinstance(error, ForbiddenCallError):
-                    return fail(f"{where}: {error}", self._diagnose_error(args, error) or error.hint or self.hint)
+                    return fail(f"{where}: {error}", self._diagnose_error(args, error, earlier) or error.hint or self.hint)
                 if case.raises is not None and isinstance(error, case.raises):
+                    earlier.append((args, expected, case))
                     continue
-                hint = self._diagnose_error(args, error) or next(
+                hint = self._diagnose_error(args, error, earlier) or next(
                     (h for t, h in self.extra_hints.items() if isinstance(error, t)), self.hint)
                 wanted = f" (expected {case.raises.__name__})" if case.raises else ""
                 return fail(f"{where}: inputs {self._show(args)} raised {type(error).__name__}{wanted}: {error}", hint)
@@ -153,10 +155,11 @@ class Exercise:
                 return fail(f"{where}: your function changed its input in place ({edited})", IN_PLACE_HINT)
             if case.raises is not None:
                 return fail(f"{where}: inputs {self._show(args)} must raise {case.raises.__name__}, "
-                            f"but your function returned {describe(got)}", self._known_result(args, got) or self.hint)
+                            f"but your function returned {describe(got)}", self._known_result(args, got, earlier) or self.hint)
             problem = mismatch(expected, got)
             if problem:
-                return fail(f"{where}: inputs {self._show(args)}: {problem}", self._diagnose(args, expected, got))
+                return fail(f"{where}: inputs {self._show(args)}: {problem}", self._diagnose(args, expected, got, earlier))
+            earlier.append((args, expected, case))
         return GroupOutcome(device, group.title, len(group.cases), PASS)
 
     @property
@@ -193,14 +196,28 @@ class Exercise:
                 forbidden_ops(self.forbidden_ops, self.numpy_allowed, exercise=self.name):
             yield
 
-    def _diagnose(self, args: tuple, expected: Any, got: Any) -> str:
+    def _diagnose(self, args: tuple, expected: Any, got: Any, earlier: list = ()) -> str:
         """The hint of the first known mistake whose result equals the learner's; else a hint about
         the result's kind (type, dtype, device) when that is wrong; else the exercise's hint."""
-        return self._known_result(args, got) or kind_hint(expected, got) or self.hint
+        return self._known_result(args, got, earlier) or kind_hint(expected, got) or self.hint
 
-    def _known_result(self, args: tuple, got: Any) -> str | None:
+    def _known_mistakes(self, earlier: list) -> list:
+        """The known mistakes (mutants) that, like the learner's answer, pass the group's cases before
+        the failing one: only those can be the learner's mistake (one that fails an earlier case is not)."""
+        return [wrong for wrong in mutants_for(self.id)
+                if all(self._passes(wrong.fn, args, expected, case) for args, expected, case in earlier)]
+
+    def _passes(self, fn: Callable[..., Any], args: tuple, expected: Any, case: Case) -> bool:
+        try:
+            with self._guarded():
+                got = self.call(fn, *clone(args))
+        except Exception as error:
+            return case.raises is not None and isinstance(error, case.raises)
+        return case.raises is None and mismatch(expected, got) is None
+
+    def _known_result(self, args: tuple, got: Any, earlier: list = ()) -> str | None:
         """The hint of the first known mistake whose result on this case equals the learner's."""
-        for wrong in mutants_for(self.id):
+        for wrong in self._known_mistakes(earlier):
             try:
                 theirs = self.call(wrong.fn, *clone(args))
             except Exception:
@@ -209,11 +226,11 @@ class Exercise:
                 return wrong.hint
         return None
 
-    def _diagnose_error(self, args: tuple, error: BaseException) -> str | None:
+    def _diagnose_error(self, args: tuple, error: BaseException, earlier: list = ()) -> str | None:
         """The hint of the first known mistake that raises the learner's error (same type, same
         message) on this case, run as the learner's code is; None when no known mistake does, so
         that a fallback names only the error's established cause, or none."""
-        for wrong in mutants_for(self.id):
+        for wrong in self._known_mistakes(earlier):
             try:
                 with self._guarded():
                     self.call(wrong.fn, *clone(args))

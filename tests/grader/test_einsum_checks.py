@@ -200,3 +200,18 @@ def test_the_attention_hint_describes_the_steps_without_the_code_of_the_answer()
         "bhqk,bhkd->bhqd", torch.einsum("bhqd,bhkd->bhqk", q, k).softmax(-1), v), cuda_available=False)
     hint = report.failed[0].hint
     assert "einsum(" not in hint and "bhqd" not in hint and "softmax" in hint
+
+
+def test_a_mutant_that_fails_an_earlier_case_of_the_group_is_not_the_diagnosis():
+    """' ij->' is rejected both by an answer that refuses spaces and by one that refuses an empty output;
+    the learner's answer accepted 'i j , j k -> i k' before it, so the spaces hint would name a mistake
+    they did not make."""
+    from grader.mutants import nb02_einsum_parsing as mutants
+    spaces = next(m for m in mutants_for("nb02_einsum_parsing.validate_equation") if m.name == "validate_rejects_spaces")
+
+    def refuses_an_empty_output(equation, ndims):
+        if equation.strip().endswith("->"):
+            raise ValueError("empty output")
+        mutants._validate(equation, ndims)
+    [first, *_] = nb02.EXERCISES["validate_equation"].run(refuses_an_empty_output, cuda_available=False).failed
+    assert "empty output" in first.detail and first.hint != spaces.hint
