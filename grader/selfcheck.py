@@ -3,8 +3,12 @@
 For every notebook: the solution scores full marks through the real autograde pipeline; the
 untouched release scores zero, with every test cell failing cleanly on an AssertionError from a
 check (not on a crash of the grader); every known-wrong answer (mutant) of every exercise is
-rejected by that exercise's checks, and an exercise without mutants is an error; the committed
-learner notebook is what a fresh build produces.
+rejected by that exercise's PUBLIC cases (a tick in the notebook means full marks; a mutant marked
+``hidden_only`` with a reason, by the hidden ones), and the group that rejects it first shows the
+mutant's own hint (two mutants whose results agree there "collide": one mistake, one diagnosis);
+an exercise without mutants is an error; the release's bare ``raise NotImplementedError()`` is
+reported as the stub, and a NotImplementedError with a message is not; the committed learner
+notebook is what a fresh build produces.
 """
 from __future__ import annotations
 
@@ -20,7 +24,9 @@ import nbformat
 from .autograde import autograde
 from .build import build, solution_files
 from .course import NOTEBOOKS, SOLUTIONS, Course
-from .mutants import mutants_for
+from .checks.exercise import STUB_HINT
+from .checks.report import GroupOutcome
+from .mutants import Mutant, mutants_for
 from .preflight import shortfall
 
 SOLUTION, RELEASE = "solution", "release"
@@ -52,19 +58,63 @@ def check_mutants(assignment: str, verdict: NotebookVerdict) -> None:
         return
     for name, exercise in exercises.items():
         _check_stub_fails_cleanly(exercise, verdict)
+        _check_messaged_not_implemented_is_no_stub(exercise, verdict)
         mutants = mutants_for(exercise.id)
         if not mutants:
             verdict.problems.append(f"exercise {exercise.id} has no mutants in grader/mutants/nb{assignment}.py: "
                                     f"add at least one @mutant({exercise.id!r}, hint=...), a plausible wrong answer")
         for wrong in mutants:
             verdict.mutants_total += 1
-            public = exercise.run(wrong.fn)
-            hidden = exercise.run(wrong.fn, hidden=True, seed=MUTANT_SEED)
-            if public.failed or hidden.failed:
+            problem = mutant_problem(exercise, wrong, mutants)
+            if problem is None:
                 verdict.mutants_rejected += 1
             else:
-                verdict.problems.append(f"mutant {wrong.name} of {exercise.id} passes its checks: add a case on "
-                                        "which it differs from the reference, or remove it if it is not wrong")
+                verdict.problems.append(problem)
+
+
+def mutant_problem(exercise, wrong: Mutant, mutants: list[Mutant]) -> str | None:
+    """Why ``wrong`` is not rejected as it must be, or None. A mutant must fail the PUBLIC cases (a tick
+    in the notebook means full marks), unless it is marked hidden-only with a reason; and the first group
+    that rejects it must show its own hint (one mistake, one diagnosis), not another mutant's."""
+    public = exercise.run(wrong.fn)
+    if wrong.hidden_only is not None:
+        if public.failed:
+            return (f"mutant {wrong.name} of {exercise.id} is marked hidden_only ({wrong.hidden_only}), but the "
+                    "public cases reject it: remove the mark")
+        hidden = exercise.run(wrong.fn, hidden=True, seed=MUTANT_SEED)
+        return None if hidden.failed else _passes(exercise, wrong)
+    if not public.failed:
+        hidden = exercise.run(wrong.fn, hidden=True, seed=MUTANT_SEED)
+        if not hidden.failed:
+            return _passes(exercise, wrong)
+        return (f"mutant {wrong.name} of {exercise.id} is rejected only by the hidden cases (first by "
+                f"{_where(hidden.failed[0])}): a learner would see every public group pass and lose the points "
+                "at grading; add a public case that rejects it, or mark it @mutant(..., hidden_only='why') "
+                "where only hidden cases can (an answer hard-coded to the public cases)")
+    return diagnosis_problem(exercise, wrong, public.failed[0], mutants)
+
+
+def diagnosis_problem(exercise, wrong: Mutant, first: GroupOutcome, mutants: list[Mutant]) -> str | None:
+    """None when the group that first rejects ``wrong`` shows ``wrong``'s own hint; else which hint it shows."""
+    if first.hint == wrong.hint:
+        return None
+    other = next((m for m in mutants if m.hint == first.hint), None)
+    if other is not None:
+        return (f"mutants {wrong.name} and {other.name} of {exercise.id} collide on {_where(first)}: "
+                f"{wrong.name} is shown {other.name}'s hint; add a public case on which their results "
+                "differ (before this one), or merge their hints if they are one mistake")
+    return (f"mutant {wrong.name} of {exercise.id} is shown another hint than its own on {_where(first)}: "
+            f"{first.hint!r}; make the case show its own (a result or an error no other answer gives), "
+            "or give the mutant that hint if it names the mistake")
+
+
+def _where(outcome: GroupOutcome) -> str:
+    return f"group {outcome.title!r} ({outcome.detail[:160]})"
+
+
+def _passes(exercise, wrong: Mutant) -> str:
+    return (f"mutant {wrong.name} of {exercise.id} passes its checks: add a case on "
+            "which it differs from the reference, or remove it if it is not wrong")
 
 
 CHECK_CALL = re.compile(r"\bcheck_(\w+)\(")
@@ -89,17 +139,35 @@ def _stub(*args, **kwargs):
     raise NotImplementedError()
 
 
+def _deliberate(*args, **kwargs):
+    raise NotImplementedError("this operation is not available for these inputs")
+
+
 def _check_stub_fails_cleanly(exercise, verdict: NotebookVerdict) -> None:
-    """The release's stub must fail the public and the hidden check with a report, not a crash."""
+    """The release's stub must fail the public and the hidden check with a report that says it is the
+    stub (not a crash of the check)."""
     for hidden in (False, True):
+        where = f"the {'hidden' if hidden else 'public'} check of {exercise.id}"
         try:
             report = exercise.run(_stub, hidden=hidden, seed=MUTANT_SEED if hidden else None)
         except Exception as error:
-            verdict.problems.append(f"the {'hidden' if hidden else 'public'} check of {exercise.id} crashed "
-                                    f"on the release's stub: {type(error).__name__}: {error}")
+            verdict.problems.append(f"{where} crashed on the release's stub: {type(error).__name__}: {error}")
             continue
         if not report.failed:
-            verdict.problems.append(f"the {'hidden' if hidden else 'public'} check of {exercise.id} passes the stub")
+            verdict.problems.append(f"{where} passes the stub")
+        elif any(o.hint != STUB_HINT for o in report.failed):
+            verdict.problems.append(f"{where} does not tell the release's stub as a stub: "
+                                    f"{_where(next(o for o in report.failed if o.hint != STUB_HINT))}")
+
+
+def _check_messaged_not_implemented_is_no_stub(exercise, verdict: NotebookVerdict) -> None:
+    """A NotImplementedError with a message is a deliberate error (einops raises one for an integer
+    mean), never reported as the unreplaced stub: it fails a case as any error does, or passes one
+    that expects it."""
+    report = exercise.run(_deliberate)
+    if any(o.hint == STUB_HINT for o in report.failed):
+        verdict.problems.append(f"the public check of {exercise.id} reports a NotImplementedError with a message "
+                                "as the release's stub: only a bare `raise NotImplementedError()` is the stub")
 
 
 def _graded_errors(notebook: Path) -> list[tuple[str, list[str]]]:

@@ -413,8 +413,9 @@ check_equations(equations, hidden=True)
 #
 # You may use string methods, loops and dicts; numpy is not needed. Forbidden, under any name
 # (`torch.ops.aten.einsum`, a reference kept in a variable or a dict: the check watches the
-# operation): `torch.einsum`, `numpy.einsum`, `tc.einsum`, the library's `parse_equation` and
-# `opt_einsum.contract` (they would compute the answer for you).
+# operation): `torch.einsum`, `numpy.einsum`, `tc.einsum`, the library's `parse_equation`,
+# `opt_einsum.contract`, and `contract_path` (opt_einsum's or `tc.contract_path`, whose report
+# holds the output's letters and every letter's length): they would compute the answer for you.
 
 # %% nbgrader={"grade": false, "grade_id": "output_shape", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def output_shape(equation, *shapes):

@@ -262,7 +262,8 @@ print("outside the block, the library's rule again:", tuple(tc.einsum("ij,jk", X
 # `torch.einsum`'s. Each case prints as (your answer, `tc.einsum`'s result with your stage).
 # You may use `collections.Counter`, `sorted` and string methods; numpy is not needed. Forbidden
 # are the einsum functions (`torch.einsum`, `numpy.einsum`, `tc.einsum`, the library's
-# `parse_equation`, `opt_einsum.contract`) and the library's own `infer_output`; the einsums and
+# `parse_equation`, `opt_einsum.contract`), `contract_path` (opt_einsum's or `tc.contract_path`,
+# whose report holds the implicit output) and the library's own `infer_output`; the einsums and
 # the library's `infer_output` are watched under any name (`torch.ops.aten.einsum`, a reference
 # kept in a dict).
 
@@ -394,7 +395,8 @@ except ValueError as error:
 # You may use string methods and loops (`str.partition("->")` splits at the first arrow); numpy
 # is not needed. Forbidden, under any name (`torch.ops.aten.einsum`, a reference kept in a dict):
 # the einsum functions (`torch.einsum`, `numpy.einsum`, `tc.einsum`, the library's
-# `parse_equation`, `opt_einsum.contract`): asking torch whether it accepts is not a validator.
+# `parse_equation`, `opt_einsum.contract`) and `contract_path` (opt_einsum's or `tc.contract_path`):
+# asking a library whether it accepts is not a validator.
 
 # %% nbgrader={"grade": false, "grade_id": "validate_equation", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def validate_equation(equation: str, ndims: tuple) -> None:
@@ -464,7 +466,8 @@ check_validate_equation(validate_equation, hidden=True)
 # - a letter whose lengths in different operands differ while neither is 1.
 #
 # You may use string methods, loops and dicts; numpy is not needed. Forbidden: the einsum
-# functions, under any name, as in exercise 2.
+# functions, under any name, as in exercise 2, and `contract_path` (opt_einsum's or
+# `tc.contract_path`), whose report lists every letter's length.
 
 # %% nbgrader={"grade": false, "grade_id": "label_sizes", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def label_sizes(equation: str, *shapes) -> dict:

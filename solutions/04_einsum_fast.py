@@ -118,8 +118,10 @@ print("ij,jk->k equals A.sum(0) @ B:", torch.allclose(torch.einsum("ij,jk->k", A
 #
 # The check runs **`tc.einsum` with your function as its lowering** (through
 # `tc.substitute(contract_pair=...)`, once per pair of operands) and compares the result with
-# `torch.einsum`: matrix products, batch labels, labels kept from one operand only, nothing
-# summed, everything summed, output orders that need a final permute, three operands, float32,
+# `torch.einsum`: matrix products, batch labels, shared labels in another order in each operand,
+# labels kept from one operand only, nothing summed, everything summed, output orders that need a
+# final permute, labels of size 0 (an empty tensor: -1 in a reshape cannot be inferred there, so
+# compute every size), three operands, float32,
 # float64 and int64 (int64 on the CPU only: CUDA has no integer matrix product). It also counts
 # the matrix products each call makes: exactly one (`torch.bmm`, `@`, `torch.matmul` or
 # `torch.mm`); multiplying broadcast tensors and summing gives the numbers, but fails the check.
@@ -420,7 +422,8 @@ for operands, waiting in (((ad, abd, acd), "acd waits"), ((ad, abd), "nothing wa
 #    `size(result) - size(a) - size(b)` (how much memory the step frees, negated) and take the
 #    pair with the **smallest** score.
 # 2. If no pair shares such a label, take the two operands with the smallest sizes (an outer
-#    product; the smallest first keeps it small).
+#    product; the smallest first keeps it small). Where only this rule applies and no two sizes
+#    tie, the check compares your path with it step by step.
 # 3. Record `(i, j)` with i < j, remove both from your list, and append the result's labels at
 #    the end, exactly as the path format says.
 #
@@ -428,7 +431,8 @@ for operands, waiting in (((ad, abd, acd), "acd waits"), ((ad, abd), "nothing wa
 # is not needed.
 # Forbidden: `opt_einsum`'s paths and `contract_path` (under any name: a search kept in a dict
 # fails too), `numpy.einsum_path`, `tc.contract_path`, and the library's own `greedy_path` and
-# `optimal_path`.
+# `optimal_path`: any other search (dynamic programming, branch and bound, the optimal one) finds
+# a cheap path too, but the exercise is the greedy rule.
 #
 # The check runs **`tc.contract_path(equation, *shapes, optimize="greedy")` with your function as
 # its greedy search** (`tc.substitute(greedy_path=...)`): the path must be valid, and its cost,

@@ -5,6 +5,11 @@ public and which to draw at random for the hidden test, which functions are forb
 learner's code runs, and the hint to give when no known mistake explains a wrong result.
 :meth:`Exercise.check` runs it all on every device, prints one line per group of cases, and
 raises ``AssertionError`` when anything failed, which is how nbgrader scores the cell 0.
+
+A failing case's hint is the hint of the first known mistake (mutant) that, like the learner's
+answer, passes the group's earlier cases and gives the learner's result, or raises the learner's
+error (same type and message), on that case; only when none does is it a fallback (the hint an exercise gives for an error type, the result's kind, the exercise's own).
+Only a bare ``raise NotImplementedError()`` is the release's stub.
 """
 from __future__ import annotations
 
@@ -24,6 +29,15 @@ from .report import (CHANGED_INPUT, FAIL, FORBIDDEN, NO_ERROR, NOT_IMPLEMENTED, 
                      WRONG_RESULT, CheckReport, GroupOutcome)
 from .seed import hidden_seed
 from .tripwire import ForbiddenCallError, captured_forbidden, tripwire, tripwires
+
+
+STUB_HINT = "replace `raise NotImplementedError()` with your solution"
+
+
+def is_stub(error: BaseException) -> bool:
+    """The release's stub raises a bare ``NotImplementedError()``. One with a message is a deliberate
+    error like any other (einops raises one for the mean of integers), which a case may expect."""
+    return isinstance(error, NotImplementedError) and not error.args
 
 
 IN_PLACE_HINT = ("return a new result and leave the inputs as they were, as the real tools do: "
@@ -134,26 +148,29 @@ class Exercise:
         captured = captured_forbidden(learner_fn, self.forbidden, exercise=self.name,
                                       also={self._reference_label: self.reference})
         if captured is not None:
-            return fail(FORBIDDEN, str(captured), self.hint)
+            return fail(FORBIDDEN, str(captured), self._diagnose_capture(str(captured)) or self.hint)
 
+        earlier: list[tuple[tuple, Any, Case]] = []  # the group's cases the learner's answer passed
         for number, case in enumerate(group.cases, start=1):
             args = to_device(case.args, device)
             expected = self._expected(case, args)
             inputs = clone(args)  # the learner's own copy; ``args`` stays as the case made it
             at = {"number": number, "case": case, "args": args}
             try:
-                with tripwires(self.forbidden, exercise=self.name), self._reference_out_of_reach(), \
-                        forbidden_ops(self.forbidden_ops, self.numpy_allowed, exercise=self.name):
+                with self._guarded():
                     got = self.call(learner_fn, *inputs)
-            except ForbiddenCallError as error:
-                return fail(FORBIDDEN, str(error), error.hint or self.hint, error=error, **at)
-            except NotImplementedError as error:
-                return fail(NOT_IMPLEMENTED, "your function still raises NotImplementedError",
-                            "replace `raise NotImplementedError()` with your solution", error=error, **at)
             except Exception as error:  # the learner's bug, reported; the check goes on
+                if is_stub(error):
+                    return fail(NOT_IMPLEMENTED, "your function still raises NotImplementedError", STUB_HINT,
+                                error=error, **at)
+                if isinstance(error, ForbiddenCallError):
+                    return fail(FORBIDDEN, str(error), self._diagnose_error(args, error, earlier) or error.hint or self.hint,
+                                error=error, **at)
                 if case.raises is not None and isinstance(error, case.raises):
+                    earlier.append((args, expected, case))
                     continue
-                hint = next((h for t, h in self.extra_hints.items() if isinstance(error, t)), self.hint)
+                hint = self._diagnose_error(args, error, earlier) or next(
+                    (h for t, h in self.extra_hints.items() if isinstance(error, t)), self.hint)
                 wanted = f" (expected {case.raises.__name__})" if case.raises else ""
                 return fail(WRONG_ERROR if case.raises else RAISED,
                             f"raised {type(error).__name__}{wanted}: {_first_line(error)}", hint, error=error, **at)
@@ -163,10 +180,11 @@ class Exercise:
                 return fail(CHANGED_INPUT, f"your function changed its input in place ({edited})", IN_PLACE_HINT, **at)
             if case.raises is not None:
                 return fail(NO_ERROR, f"must raise {case.raises.__name__}, but your function returned "
-                                      f"{describe(got, 80)}", self.hint, **at)
+                                      f"{describe(got, 80)}", self._known_result(args, got, earlier) or self.hint, **at)
             found = difference(expected, got)
             if found:
-                return fail(WRONG_RESULT, found.text(self.parts), self._diagnose(args, expected, got), **at)
+                return fail(WRONG_RESULT, found.text(self.parts), self._diagnose(args, expected, got, earlier), **at)
+            earlier.append((args, expected, case))
         return GroupOutcome(device, group.title, len(group.cases), PASS)
 
     def _shown(self, case: Case, args: tuple) -> str:
@@ -206,17 +224,65 @@ class Exercise:
         raise RuntimeError(f"check_{self.name}: the case {case.note or case.args!r} expects "
                            f"{case.raises.__name__}, but the reference returned {describe(returned)}")
 
-    def _diagnose(self, args: tuple, expected: Any, got: Any) -> str:
+    @contextlib.contextmanager
+    def _guarded(self) -> Iterator[None]:
+        """What the learner's code runs under: the tripwires, the forbidden operations, and this
+        exercise's reference out of reach."""
+        with tripwires(self.forbidden, exercise=self.name), self._reference_out_of_reach(), \
+                forbidden_ops(self.forbidden_ops, self.numpy_allowed, exercise=self.name):
+            yield
+
+    def _diagnose(self, args: tuple, expected: Any, got: Any, earlier: list = ()) -> str:
         """The hint of the first known mistake whose result equals the learner's; else a hint about
         the result's kind (type, dtype, device) when that is wrong; else the exercise's hint."""
-        for wrong in mutants_for(self.id):
+        return self._known_result(args, got, earlier) or kind_hint(expected, got) or self.hint
+
+    def _known_mistakes(self, earlier: list) -> list:
+        """The known mistakes (mutants) that, like the learner's answer, pass the group's cases before
+        the failing one: only those can be the learner's mistake (one that fails an earlier case is not)."""
+        return [wrong for wrong in mutants_for(self.id)
+                if all(self._passes(wrong.fn, args, expected, case) for args, expected, case in earlier)]
+
+    def _passes(self, fn: Callable[..., Any], args: tuple, expected: Any, case: Case) -> bool:
+        try:
+            with self._guarded():
+                got = self.call(fn, *clone(args))
+        except Exception as error:
+            return case.raises is not None and isinstance(error, case.raises)
+        return case.raises is None and mismatch(expected, got) is None
+
+    def _known_result(self, args: tuple, got: Any, earlier: list = ()) -> str | None:
+        """The hint of the first known mistake whose result on this case equals the learner's."""
+        for wrong in self._known_mistakes(earlier):
             try:
                 theirs = self.call(wrong.fn, *clone(args))
             except Exception:
                 continue
             if mismatch(theirs, got) is None:
                 return wrong.hint
-        return kind_hint(expected, got) or self.hint
+        return None
+
+    def _diagnose_error(self, args: tuple, error: BaseException, earlier: list = ()) -> str | None:
+        """The hint of the first known mistake that raises the learner's error (same type, same
+        message) on this case, run as the learner's code is; None when no known mistake does, so
+        that a fallback names only the error's established cause, or none."""
+        for wrong in self._known_mistakes(earlier):
+            try:
+                with self._guarded():
+                    self.call(wrong.fn, *clone(args))
+            except Exception as theirs:
+                if type(theirs) is type(error) and str(theirs) == str(error):
+                    return wrong.hint
+        return None
+
+    def _diagnose_capture(self, found: str) -> str | None:
+        """The hint of the first known mistake that keeps the same forbidden function as the learner's."""
+        for wrong in mutants_for(self.id):
+            theirs = captured_forbidden(wrong.fn, self.forbidden, exercise=self.name,
+                                        also={self._reference_label: self.reference})
+            if theirs is not None and str(theirs) == found:
+                return wrong.hint
+        return None
 
 
 

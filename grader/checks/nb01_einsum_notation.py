@@ -24,6 +24,9 @@ _tc_einsum = einstein_api.einsum
 EINSUM_NAMES = ("torch.einsum", "numpy.einsum", "tensorcraft.einsum", "tensorcraft.einstein.einsum",
                 "tensorcraft.einstein.api.einsum", "tensorcraft.einstein.parse_equation",
                 "tensorcraft.einstein.parse.parse_equation", "opt_einsum.contract",
+                # a path search's report holds the output's letters and each letter's length: the answer
+                "opt_einsum.contract_path", "opt_einsum.contract.contract_path", "tensorcraft.contract_path",
+                "tensorcraft.einstein.contract_path", "tensorcraft.einstein.path.contract_path",
                 # what numpy.einsum calls, looked up at each call: catches numpy.einsum kept under any name
                 "numpy._core.einsumfunc.c_einsum")
 
@@ -86,6 +89,10 @@ def _equations_reference(name: str, *operands: torch.Tensor) -> torch.Tensor:
     return OPERATIONS[name][2](*operands)
 
 
+NO_ARROW_HINT = ("write every equation with '->' and the result's letters after it: implicit mode chooses "
+                 "the output by its own rule (notebook 02), which is right here only by luck")
+
+
 class NoArrowError(ValueError):
     """An equation without '->': the statement asks for the output written out."""
 
@@ -130,8 +137,7 @@ EQUATIONS = Exercise(
     call=run_equation,
     show=lambda name, *operands: f"tc.einsum(equations()[{name!r}], {', '.join(describe(o, 60) for o in operands)})",
     extra_hints={
-        NoArrowError: "write every equation with '->' and the result's letters after it: implicit mode chooses "
-                      "the output by its own rule (notebook 02), which is right here only by luck",
+        NoArrowError: NO_ARROW_HINT,
         KeyError: "return a dict with one entry per operation, under the names of the statement",
         RuntimeError: "einsum rejected the equation: give each operand one letter per axis, in order, and use "
                       "one letter for axes of the same length that must match (see the shapes in the statement)",
@@ -179,6 +185,8 @@ def _shape_case(equation: str, g: torch.Generator, spaced: bool = False) -> Case
 def _output_shape_public() -> list[Group]:
     g = torch.Generator().manual_seed(1)
     return [
+        # each order a wrong answer could take differs here: written kbi, first seen ibk, sorted bik, implicit ik
+        Group("the letters after '->' give the order", [_shape_case("ibj,bjk->kbi", g)]),
         Group("matrix products and transposes", [_shape_case(e, g) for e in ("ij,jk->ik", "ij->ji", "ij,jk->ki")]),
         Group("outputs in another order than the inputs", [_shape_case(e, g) for e in
                                                            ("bij,bjk->kbi", "abc->cab", "ij,jk->kji")]),
@@ -287,8 +295,10 @@ ATTENTION = Exercise(
     reference=_attention_reference,
     public=_attention_public,
     hidden=_attention_hidden,
-    hint="scores = einsum('bhqd,bhkd->bhqk', q, k) / sqrt(d); weights = softmax over the last axis (k); "
-         "result = einsum('bhqk,bhkd->bhqd', weights, v)",
+    # what each step must compute, as the statement says it, never the code of the answer
+    hint="compare each step with the statement: the scores are the dot products of every query with every key "
+         "of the same batch entry and head, divided by the square root of the feature size; the weights are a "
+         "softmax of the scores over the keys; the result weighs the values with them",
     forbidden=("torch.nn.functional.scaled_dot_product_attention", "torch.matmul", "torch.Tensor.matmul",
                "torch.Tensor.__matmul__", "torch.nn.functional.multi_head_attention_forward"),
     # the same by any route (torch.ops.aten.matmul, a reference kept in a dict); tc.einsum's own bmm stays allowed

@@ -16,6 +16,7 @@ import tensorcraft.einstein.api as einstein_api
 from tensorcraft.einstein.parse import EinsumError
 
 from .exercise import Case, Exercise, Group, as_call
+from .tripwire import ForbiddenCallError
 
 # Captured at import, so that tripwires set while a learner's code runs do not reach our own use.
 _torch_einsum = torch.einsum
@@ -24,6 +25,9 @@ _tc_einsum = einstein_api.einsum
 EINSUM_NAMES = ("torch.einsum", "numpy.einsum", "tensorcraft.einsum", "tensorcraft.einstein.einsum",
                 "tensorcraft.einstein.parse_equation", "tensorcraft.einstein.parse.parse_equation",
                 "opt_einsum.contract",
+                # a path search's report holds the output's letters and each letter's length: the answer
+                "opt_einsum.contract_path", "opt_einsum.contract.contract_path", "tensorcraft.contract_path",
+                "tensorcraft.einstein.contract_path", "tensorcraft.einstein.path.contract_path",
                 # what numpy.einsum calls, looked up at each call: catches numpy.einsum kept under any name
                 "numpy._core.einsumfunc.c_einsum")
 EINSUM_OPS = ("einsum",)  # torch.einsum by any route: torch.ops.aten.einsum, a reference kept in a dict
@@ -71,11 +75,30 @@ def _torch_implicit_output(inputs: str) -> tuple[str, torch.Tensor]:
     return output, result
 
 
+def _entered_once(learner_fn: Callable[[str], str]) -> Callable[[str], str]:
+    """The learner's function as the pipeline's stage, refusing to be entered again while it runs: the
+    stage calls the learner's function, so re-entry proves the function called the stage itself (the
+    library's ``infer_output`` kept under a name of its own), which would otherwise end in RecursionError."""
+    running: list[bool] = []
+
+    def stage(inputs: str) -> str:
+        if running:
+            raise ForbiddenCallError("your infer_output called the library's own infer_output (kept under a name "
+                                     "of its own), which the exercise asks you to do without: inside tc.einsum it "
+                                     "calls your function again")
+        running.append(True)
+        try:
+            return learner_fn(inputs)
+        finally:
+            running.pop()
+    return stage
+
+
 def run_infer_output(learner_fn: Callable[[str], str], inputs: str) -> tuple[Any, Any]:
     """The learner's answer, and tc.einsum's result with the learner's function as its implicit-output stage."""
     answer = learner_fn(inputs)
     operands, _ = _labelled_operands(inputs)
-    with tensorcraft.substitute(infer_output=learner_fn):
+    with tensorcraft.substitute(infer_output=_entered_once(learner_fn)):
         try:
             result: Any = _tc_einsum(inputs, *operands)
         except EinsumError as error:
@@ -89,11 +112,11 @@ def _infer_public() -> list[Group]:
     return [
         Group("two operands: letters used once, sorted (not in order of appearance)",
               cases("ij,jk", "ijd,jk", "ji,kj", "bij,bjk")),
-        Group("uppercase before lowercase", cases("aB", "Ij,jK", "bZ,Za", "Ab")),
-        Group("a letter repeated inside one operand", cases("ii", "iij", "ii,jk", "iij,jk", "ijj,k")),
-        Group("ellipsis dimensions first", cases("...ij,...jk", "Z...a", "i...,j", "ab...", "...,...")),
+        Group("uppercase before lowercase", cases("cBa", "aB", "Ij,jK", "bZ,Za", "Ab")),
+        Group("a letter repeated inside one operand", cases("iij,jk", "ii", "iij", "ii,jk", "ijj,k")),
+        Group("ellipsis dimensions first", cases("...ij,...jk", "Z...a", "i...,j", "ab...", "...,...", "ij,...jk")),
         Group("single operands", cases("ij", "ji", "cba", "I")),
-        Group("three operands; a letter used three times", cases("ab,bc,cd", "ab,ab,ab", "i,j,k", "xY,Yz,zX")),
+        Group("three operands; a letter used three times", cases("ab,bc,cd", "ab,bc,b,cd", "ab,ab,ab", "i,j,k", "xY,Yz,zX")),
     ]
 
 
@@ -205,7 +228,7 @@ def _validate_public() -> list[Group]:
             c("ij>ji", (2,)), c("ij-ji", (2,)), c("ij->i,j", (2,), "a comma in the output"),
         ]),
         Group("ellipsis rules", [
-            c(". ..ij", (3,), "a space inside '...'"), c("..ij", (3,), "two dots"),
+            c("..ij", (3,), "two dots"), c(". ..ij", (3,), "a space inside '...'"),
             c("i...j...", (3,), "two ellipses in one operand"), c("i...->...i...", (2,), "two ellipses in the output"),
         ]),
         Group("number of operands and of dimensions", [
@@ -315,7 +338,7 @@ def _sizes_public() -> list[Group]:
                                     c("i,i", (1,), (1,), note="size 1 everywhere"), c("ab,b,a", (1, 3), (3,), (4,))]),
         Group("a letter repeated inside one operand", [c("ii", (3, 3)), c("iij->j", (2, 2, 4)), c("ii,i", (1, 1), (3,))]),
         Group("errors: shapes that do not fit the equation", [
-            c("ij,jk", (2, 3), (4, 5), note="j is 3 and 4"), c("ii", (1, 3), note="a diagonal of sizes 1 and 3"),
+            c("ij,j,jk", (2, 3), (4,), (2, 5), note="j is 3, 4 and 2"), c("ij,jk", (2, 3), (4, 5), note="j is 3 and 4"), c("ii", (1, 3), note="a diagonal of sizes 1 and 3"),
             c("ii", (2, 3)), c("ij,jk->ik", (2, 3, 1), (3, 4), note="three dimensions for two letters"),
             c("ij,j", (2,), (2,), note="one dimension for two letters"),
         ]),

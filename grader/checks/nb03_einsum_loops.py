@@ -98,6 +98,10 @@ def _einsum_public() -> list[Group]:
             _case("ij,jk->ki", [(2, 3), (3, 4)], f32, g, "(A @ B) transposed"),
             _case("bij,bjk->ibk", [(2, 3, 2), (2, 2, 3)], f32, g, "batch in the middle"),
         ]),
+        Group("each operand read in its own label order", [
+            _case("ij,kj->ik", [(2, 3), (4, 3)], f32, g, "A @ B.T: B's labels are k, j"),
+            _case("abc,cab->b", [(2, 3, 4), (4, 2, 3)], torch.float64, g, "shared labels in another order"),
+        ]),
         Group("int64 and float64 keep their dtype; scalar results", [
             _case("ij,jk->ik", [(2, 3), (3, 2)], torch.int64, g, "int64 matmul"),
             _case("i,i->", [(4,), (4,)], torch.float64, g, "float64 dot product: a 0-d result"),
@@ -241,6 +245,7 @@ def _code_public() -> list[Group]:
         Group("matmul, and its transpose", [
             _case("ij,jk->ik", [(2, 3), (3, 4)], f64, g, ""),
             _case("ij,jk->ki", [(2, 3), (3, 2)], f64, g, "the output order as written"),
+            _case("ij,kj->ik", [(2, 3), (4, 3)], f64, g, "each operand indexed in its own label order"),
         ]),
         Group("diagonals, scalars and int64", [
             _case("ii->i", [(3, 3)], torch.int64, g, "the diagonal"),
@@ -330,7 +335,8 @@ def _count_public() -> list[Group]:
             c("ij,jk,kl->il", (2, 3), (3, 4), (4, 5), note="three operands"),
         ]),
         Group("broadcast sizes, 0-d operands, empty dimensions", [
-            c("ij,jk->ik", (2, 1), (7, 3), note="j has size 7: size 1 broadcasts"),
+            c("ij,jk->ij", (2, 1), (7, 3), note="j has size 7: size 1 broadcasts"),
+            c("ij,jk->ij", (2, 7), (1, 3), note="j has sizes 7 and 1: size 1 broadcasts wherever it comes"),
             c("i,->i", (4,), (), note="a 0-d operand has no labels"),
             c("ij,jk->ik", (2, 0), (0, 3), note="a dimension of size 0: nothing to do"),
         ]),

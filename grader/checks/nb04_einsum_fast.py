@@ -22,12 +22,13 @@ from tensorcraft.einstein.parse import EinsumError
 from .compare import describe
 from .exercise import Case, Exercise, Group
 from .spy import MATRIX_PRODUCTS, counting
-from .tripwire import ForbiddenCallError
+from .tripwire import ForbiddenCallError, out_of_reach
 
 # Captured at import, so that tripwires set while a learner's code runs do not reach our own use.
 _torch_einsum = torch.einsum
 _tc_einsum = einstein_api.einsum
 _tc_contract_path = einstein_path.contract_path
+_tc_optimal_path = einstein_path.optimal_path  # the function itself: by name it is a tripwire while checks run
 _opt_contract_path = opt_einsum.contract_path
 
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -101,6 +102,9 @@ def _contract_pair_public() -> list[Group]:
         Group("batch labels (in both operands and in the output)", [
             _einsum_case("bij,bjk->bik", s, g), _einsum_case("ibj,jkb->bik", s, g, "ibj,jkb->bik (batch not first)"),
             _einsum_case("bhqd,bhkd->bhqk", s, g, "attention scores bhqd,bhkd->bhqk")]),
+        Group("shared labels in another order in each operand", [
+            _einsum_case("kji,jkl->il", s, g, "summed j, k: (k, j) in a, (j, k) in b"),
+            _einsum_case("bhqd,hbkd->bhqk", s, g, "batch b, h: (b, h) in a, (h, b) in b")]),
         Group("output orders that need a final permute", [
             _einsum_case("ij,jk->ki", s, g), _einsum_case("bij,bjk->kbi", s, g),
             _einsum_case("abc,cd->dba", s, g)]),
@@ -110,6 +114,9 @@ def _contract_pair_public() -> list[Group]:
             _einsum_case("bi,bi->b", s, g, "batch of dot products"), _einsum_case("ij,ij->", s, g, "everything summed")]),
         Group("three operands (one call per pair), and float64", [
             _einsum_case("ij,jk,kl->li", s, g), _einsum_case("bij,bjk->bik", s, g, "float64", torch.float64)]),
+        Group("empty dimensions: a label of size 0", [
+            _einsum_case("ij,jk->ik", {**s, "j": 0}, g, "j of size 0: a sum of nothing, zeros"),
+            _einsum_case("bij,bjk->bik", {**s, "i": 0}, g, "i of size 0: an empty result")]),
         Group("int64 (CPU only: CUDA has no integer matrix product)", [
             _einsum_case("ij,jk->ki", s, g, "int64", torch.int64)], cpu_only=True),
     ]
@@ -322,14 +329,20 @@ def _verdict(ours: int, theirs: int) -> str:
     return f"a path costing {ours:,} FLOPs, {ours / theirs:.1f}x the {theirs:,} of opt_einsum's greedy"
 
 
-def run_greedy_path(learner_fn: Callable[..., list], equation: str, shapes: tuple) -> str:
-    """tc.contract_path(optimize='greedy') with the learner's search; its path costed by opt_einsum."""
-    with tensorcraft.substitute(greedy_path=learner_fn):
+def run_greedy_path(learner_fn: Callable[..., list], equation: str, shapes: tuple, exact: bool = False) -> str:
+    """tc.contract_path(optimize='greedy') with the learner's search; its path costed by opt_einsum, or,
+    where the statement's rule leaves no choice (``exact``: only outer products, no ties), the path itself."""
+    with tensorcraft.substitute(greedy_path=learner_fn), \
+            out_of_reach(_tc_optimal_path, "tensorcraft.einstein.path.optimal_path", "greedy_path"):
         path = _tc_contract_path(equation, *shapes, optimize="greedy")[0]  # raises EinsumError if invalid
+    if exact:
+        return f"the path {[tuple(step) for step in path]}"
     return _verdict(_opt_einsum_cost(equation, shapes, path), _opt_einsum_greedy_cost(equation, shapes))
 
 
-def _greedy_reference(equation: str, shapes: tuple) -> str:
+def _greedy_reference(equation: str, shapes: tuple, exact: bool = False) -> str:
+    if exact:
+        return f"the path {[tuple(step) for step in _opt_contract_path(equation, *shapes, shapes=True, optimize='greedy')[0]]}"
     theirs = _opt_einsum_greedy_cost(equation, shapes)
     return _verdict(theirs, theirs)
 
@@ -337,6 +350,8 @@ def _greedy_reference(equation: str, shapes: tuple) -> str:
 def _greedy_public() -> list[Group]:
     return [
         Group("chains of matrices: start where the result is small", [
+            # left to right, the smallest inputs first and the largest score first: three paths, three costs
+            Case(("ab,bc,cd,de->ae", ((1000, 2), (2, 10), (10, 50), (50, 1000))), "1000x2, 2x10, 10x50, 50x1000"),
             Case(("ij,jk,kl->il", ((1000, 10), (10, 1000), (1000, 10))), "1000x10, 10x1000, 1000x10"),
             Case(("ij,jk,kl,lm->im", ((10, 500), (500, 10), (10, 500), (500, 10))), "four matrices"),
             Case(("ij,jk,kl,lm->im", ((8, 8), (8, 300), (300, 2), (2, 8))), "a wide middle"),
@@ -361,8 +376,15 @@ def _greedy_public() -> list[Group]:
                  "large inputs, small results"),
         ]),
         Group("a label on three operands stays until the last of them is contracted", [
+            Case(("c,cd,ce->d", ((100,), (100, 30), (100, 10))), "c on three operands, a long c"),
             Case(("c,cd,ce->d", ((30,), (30, 30), (30, 10))), "c on three operands"),
             Case(("bd,ad,cd->b", ((30, 2), (100, 2), (2, 2))), "d on three operands"),
+        ]),
+        # the statement's rule 2 leaves no choice here: the path itself is compared, step by step
+        Group("no pair shares a label to sum: the two smallest operands first", [
+            Case(("a,b,c,cd->abd", ((50,), (20,), (5,), (5, 3)), True), "after c is summed: three vectors, all kept"),
+            Case(("a,b,c,d->abcd", ((50,), (3,), (7,), (20,)), True), "four vectors, all kept"),
+            Case(("ab,bc,d,e,f->acdef", ((4, 30), (30, 5), (9,), (2,), (40,)), True), "after one product"),
         ]),
     ]
 
@@ -391,7 +413,10 @@ GREEDY_PATH = Exercise(
           "smallest size(result) - size(a) - size(b), where the result keeps the labels that the output or "
           "another remaining operand has; when no pair shares a label, contract the two smallest operands"),
     forbidden=("opt_einsum.contract_path", "opt_einsum.paths.greedy", "opt_einsum.paths.optimal",
-               "opt_einsum.paths.branch", "numpy.einsum_path",
+               "opt_einsum.paths.branch", "numpy.einsum_path", "opt_einsum.paths.dynamic_programming",
+               "opt_einsum.paths.auto", "opt_einsum.paths.auto_hq",
+               # any path search passes as "greedy" by cost: an optimizer object kept under any name too
+               "opt_einsum.paths.DynamicProgramming.__call__", "opt_einsum.paths.BranchBound.__call__",
                # what opt_einsum's searches call, looked up at each call: a search kept under any name
                "opt_einsum.paths.ssa_greedy_optimize", "opt_einsum.paths.ssa_to_linear",
                "tensorcraft.contract_path", "tensorcraft.einstein.contract_path",

@@ -20,6 +20,7 @@ from tensorcraft.einops.layers import Rearrange
 from tensorcraft.einops.ops import rearrange as tc_rearrange, reduce as tc_reduce, repeat as tc_repeat
 from tensorcraft.einops.pattern import ELLIPSIS, AnonymousAxis, Expression
 
+from ..mutants import mutants_for
 from .compare import describe
 from .exercise import Case, Exercise, Group
 from .report import FAIL, NO_ERROR, WRONG_ERROR, GroupOutcome
@@ -49,10 +50,13 @@ FORBIDDEN_IN_REARRANGE = FORBIDDEN + ("tensorcraft.einops.ops.apply", "tensorcra
 LAYER = "through nn.Sequential(Rearrange(...))"  # a case argument: run inside the layer, not directly
 GRADIENT = "with autograd"  # a case argument: x requires grad; compare the result and x.grad after a backward
 ERROR = einops.EinopsError
-RUNTIME_HINT = ("torch raised RuntimeError, so a shape you computed is wrong. 'view size is not compatible' "
-                "means .view on a permuted (non-contiguous) tensor: use .reshape. 'shape ... is invalid for "
-                "input of size' means the lengths do not multiply to the dimension: check every dimension "
-                "(a given length must divide it, a fully given group must equal it) and raise einops.EinopsError")
+# A fallback hint names a cause only where the error's message establishes it; otherwise it says what happened.
+RUNTIME_HINT = ("torch raised RuntimeError inside your function (its message is above): compare what you passed "
+                "that operation (a shape, a list of dimensions) with the pattern, step by step")
+VIEW_HINT = ("'view size is not compatible' means .view on a permuted (non-contiguous) tensor: use .reshape")
+SHAPE_HINT = ("'shape ... is invalid for input of size' means the lengths do not multiply to the dimension: check "
+              "every dimension (a given length must divide it, a fully given group must equal it) and raise "
+              "einops.EinopsError")
 VALID_RAISED_HINT = ("einops returns a result for this input, but your function raised einops.EinopsError: one of "
                      "your checks refuses something einops accepts; compare the input with the rules in the statement")
 LIBRARY_ERROR_HINT = ("this EinopsError is tensorcraft's (tc.EinopsError), not einops': either your function raised "
@@ -118,7 +122,8 @@ class RearrangeExercise(Exercise):
 
     def _run_group(self, learner_fn: Callable[..., Any], group: Group, device: str) -> GroupOutcome:
         outcome = super()._run_group(learner_fn, group, device)
-        if outcome.status == FAIL:
+        if outcome.status == FAIL and outcome.hint not in {m.hint for m in mutants_for(self.id)}:
+            # a known mistake's hint names it; only an unexplained failure gets the case's rule
             outcome.hint = _specific_hint(group, outcome) or outcome.hint
         return outcome
 
@@ -136,6 +141,10 @@ def _specific_hint(group: Group, outcome: GroupOutcome) -> str | None:
                     f"here ({case.note}): {_rule(case.note)}")
     if "asks you to do without" in detail:  # a tripwire's error, caught and re-raised by the learner's code
         return FORBIDDEN_HINT
+    if "raised RuntimeError" in detail and "view size is not compatible" in detail:
+        return VIEW_HINT
+    if "raised RuntimeError" in detail and "is invalid for input of size" in detail:
+        return SHAPE_HINT
     if "TypeError" in detail and "reshape() missing" in detail:
         return EMPTY_SHAPE_HINT
     if "TypeError" in detail and "element of type float" in detail:
@@ -375,13 +384,15 @@ def _parse_public() -> list[Group]:
                                    _side_case("(b1 b2) h w c"), _side_case("  a   (b  c)  ", "extra spaces"),
                                    _side_case("a(b c)(d)", "no spaces around parentheses"),
                                    _side_case("", "no dimension at all: a scalar")]),
-        Group("unit dimensions: 1 and ()", [_side_case("b 1 c"), _side_case("b () c"),
+        Group("unit dimensions: 1 and ()", [_side_case("b 1 c"), _side_case("(h w) ()", "an empty group after a group"),
+                                            _side_case("b () c"),
                                             _side_case("(h 1 w)", "a 1 inside a group changes nothing")]),
         Group("numbers are anonymous axes", [_side_case("(h 2) (w 3)"), _side_case("b 5")]),
         Group("the ellipsis", [_side_case("b ... c"), _side_case("..."), _side_case("(h ...) c", "inside a group"),
                                _side_case("a (...)", "a group of the ellipsis alone")]),
         Group("mistakes raise einops.EinopsError", [
-            _side_case("a b a", "a name twice", ERROR), _side_case("... a ...", "two ellipses", ERROR),
+            _side_case("a b a", "a name twice", ERROR), _side_case("a (b a)", "a name twice, once in a group", ERROR),
+            _side_case("... a ...", "two ellipses", ERROR),
             _side_case("(a (b c))", "nested parentheses", ERROR), _side_case("(a b", "'(' never closed", ERROR),
             _side_case("a b)", "')' without '('", ERROR), _side_case("_a b", "a name starting with _", ERROR),
             _side_case("a-b", "a character that is not allowed", ERROR),

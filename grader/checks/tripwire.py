@@ -103,6 +103,26 @@ def _stage_out_of_reach(stage: Any, path: str, exercise: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def out_of_reach(fn: Callable[..., Any], path: str, exercise: str) -> Iterator[None]:
+    """Inside the block, ``fn`` raises :class:`ForbiddenCallError` under any name (a reference kept in a
+    dict, a closure): its code itself is swapped for a guard. For a function that nothing the check runs
+    inside the block calls but the learner's code (a path search other than the one being rebuilt)."""
+    if not isinstance(fn, types.FunctionType) or fn.__closure__:
+        raise TypeError(f"out_of_reach: {path} is no plain function")
+
+    def handler(args: tuple, kwargs: dict) -> Any:
+        raise ForbiddenCallError(f"your code called {path} (reached under a name of its own), which the exercise "
+                                 f"'{exercise}' asks you to do without; write it with the operations the exercise names")
+
+    original = fn.__code__
+    fn.__code__ = _guard_code(handler)
+    try:
+        yield
+    finally:
+        fn.__code__ = original
+
+
+@contextlib.contextmanager
 def tripwires(paths: tuple[str, ...] | list[str], exercise: str = "this exercise") -> Iterator[None]:
     """Replace every function in ``paths`` by a tripwire for the duration of the block. A path to a
     stage's ``.library`` also puts the library's function itself out of reach (``_stage_out_of_reach``)."""

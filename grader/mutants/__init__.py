@@ -1,8 +1,11 @@
 """Known-wrong answers ("mutants"), one module per notebook, each with the hint it deserves.
 
 A mutant is a plausible mistake written as code. ``python -m grader check`` proves that every
-exercise's checks reject every one of its mutants; and a check that sees a learner's wrong result
-equal a mutant's result prints that mutant's hint, naming the misconception behind the mismatch.
+exercise's PUBLIC cases reject every one of its mutants (or, for one marked ``hidden_only``, the
+hidden ones) with the mutant's own hint; and a check that sees a learner's wrong result, or error,
+equal a mutant's prints that mutant's hint, naming the misconception behind the mismatch. Mutants
+are tried in the order they are registered: where two give the same result, the first one's hint
+shows, so `grader check` reports that pair unless a case tells them apart.
 """
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 import numpy as np
 import torch
 
+from ..checks.exercise import IN_PLACE_HINT
 from . import mutant
 
 
@@ -81,8 +82,7 @@ def normalize_by_max(x):
     return x / x.max(dim=1, keepdim=True).values
 
 
-@mutant("nb00_welcome.normalize_rows", hint="x /= s divides the caller's tensor in place; "
-        "return a new tensor instead: x / x.sum(dim=1, keepdim=True)")
+@mutant("nb00_welcome.normalize_rows", hint=IN_PLACE_HINT)  # the check sees the edit before the result
 def normalize_in_place(x):
     x /= x.sum(dim=1, keepdim=True)
     return x

@@ -2,8 +2,10 @@
 import math
 
 import numpy as np
+import opt_einsum
 import torch
 
+from ..checks.nb01_einsum_notation import NO_ARROW_HINT
 from . import mutant
 
 SOLUTION = {
@@ -33,8 +35,7 @@ def equations_transposed():
     return {name: eq[:-2] + eq[-1] + eq[-2] if len(eq.split("->")[1]) >= 2 else eq for name, eq in SOLUTION.items()}
 
 
-@mutant("nb01_einsum_notation.equations", hint="without '->' einsum infers the output (letters used once, sorted), "
-        "which is not the result you want here: write the output after '->'")
+@mutant("nb01_einsum_notation.equations", hint=NO_ARROW_HINT)
 def equations_implicit():
     return {name: eq.split("->")[0] for name, eq in SOLUTION.items()}
 
@@ -53,8 +54,7 @@ def equations_sum_batch():
                     attention_output="bhqk,bhkd->hqd")
 
 
-@mutant("nb01_einsum_notation.equations", hint="write every equation with '->' and the result's letters after "
-        "it: implicit mode chooses the output by its own rule (notebook 02), which is right here only by luck")
+@mutant("nb01_einsum_notation.equations", hint=NO_ARROW_HINT)
 def equations_implicit_where_it_happens_to_work():
     return _changed(matmul_bt="ik,jk", row_dots="ij,ij->i", batched_outer="bi,bj->bij")
 
@@ -230,3 +230,10 @@ def attention_through_numpy(q, k, v):
     scores = np.einsum("bhqd,bhkd->bhqk", q.numpy(), k.numpy()) / math.sqrt(q.shape[-1])
     weights = torch.softmax(torch.from_numpy(scores), dim=-1)
     return torch.from_numpy(np.einsum("bhqk,bhkd->bhqd", weights.numpy(), v.numpy()))
+
+
+@mutant("nb01_einsum_notation.output_shape", hint="contract_path is forbidden here: its report holds the output's "
+        "letters and every letter's length, the answer itself; read each letter's size from the shapes instead")
+def output_shape_by_contract_path(equation, *shapes):
+    _, info = opt_einsum.contract_path(equation, *shapes, shapes=True)
+    return tuple(info.size_dict[c] for c in info.output_subscript)

@@ -1,13 +1,20 @@
 """Known-wrong answers to notebook 02's exercises (how einsum reads an equation), each with its hint."""
 from collections import Counter
 
+import opt_einsum
 import torch
 
+import tensorcraft.einstein
 from tensorcraft import stages
 
 from . import mutant
 
 ELLIPSIS = "..."
+KEEP_ELLIPSIS_HINT = ("when any operand has '...' (the first or a later one), its dimensions stay in the output: "
+                      "start the output with '...' ('ij,...jk' gives '...ik')")
+EVERY_LETTER_HINT = ("a letter used more than once in the whole input side is summed away, also one used once in "
+                     "each of two operands: keep only the letters used exactly once in all (in 'ij,jk', j is used "
+                     "twice, so the output is 'ik')")
 
 # ---------------------------------------------------------------- infer_output
 
@@ -45,14 +52,17 @@ def infer_output_ellipsis_last(inputs):
     return "".join(sorted(_once(inputs))) + (ELLIPSIS if ELLIPSIS in inputs else "")
 
 
-@mutant("nb02_einsum_parsing.infer_output", hint="when an operand has '...', its dimensions stay in the output: "
-        "start the output with '...'")
+@mutant("nb02_einsum_parsing.infer_output", hint=KEEP_ELLIPSIS_HINT)
 def infer_output_drops_ellipsis(inputs):
     return "".join(sorted(_once(inputs)))
 
 
-@mutant("nb02_einsum_parsing.infer_output", hint="a letter used more than once is summed away: keep only the "
-        "letters used exactly once in the whole input side (in 'ij,jk', j is used twice, so the output is 'ik')")
+@mutant("nb02_einsum_parsing.infer_output", hint=KEEP_ELLIPSIS_HINT)
+def infer_output_ellipsis_from_first_operand(inputs):
+    return (ELLIPSIS if ELLIPSIS in inputs.split(",")[0] else "") + "".join(sorted(_once(inputs)))
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint=EVERY_LETTER_HINT)
 def infer_output_keeps_every_letter(inputs):
     return _with_ellipsis(inputs, "".join(sorted(set(inputs.replace(ELLIPSIS, "").replace(",", "")))))
 
@@ -70,8 +80,7 @@ def infer_output_descending(inputs):
     return _with_ellipsis(inputs, "".join(sorted(_once(inputs), reverse=True)))
 
 
-@mutant("nb02_einsum_parsing.infer_output", hint="count each letter over the whole input side, not operand by "
-        "operand: in 'ij,jk' the j appears once in each operand but twice in all, so it is summed")
+@mutant("nb02_einsum_parsing.infer_output", hint=EVERY_LETTER_HINT)  # j in 'ij,jk': once per operand, twice in all
 def infer_output_counts_per_operand(inputs):
     keep = set()
     for term in inputs.replace(ELLIPSIS, "").split(","):
@@ -193,15 +202,32 @@ def validate_any_whitespace(equation, ndims):
     _validate(equation, ndims, space=" \t\n\r")
 
 
+@mutant("nb02_einsum_parsing.validate_equation", hint="each term may hold at most one '...': 'i...j...' is an error")
+def validate_two_ellipses(equation, ndims):
+    _validate(equation, ndims, ellipses=2)
+
+
 @mutant("nb02_einsum_parsing.validate_equation", hint="'.' is only allowed as part of '...', three adjacent dots: "
         "'..ij' is an error")
 def validate_loose_dots(equation, ndims):
     _validate(equation, ndims, dots_ok=True)
 
 
-@mutant("nb02_einsum_parsing.validate_equation", hint="each term may hold at most one '...': 'i...j...' is an error")
-def validate_two_ellipses(equation, ndims):
-    _validate(equation, ndims, ellipses=2)
+
+
+_KEPT_STAGE = {"infer_output": tensorcraft.einstein.infer_output}  # kept before the check ran
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="the library's own infer_output is forbidden under any name, even "
+        "kept in a dict: count the letters yourself")
+def infer_output_by_kept_stage(inputs):
+    return _KEPT_STAGE["infer_output"](inputs)
+
+
+@mutant("nb02_einsum_parsing.infer_output", hint="contract_path is forbidden here: its report holds the implicit "
+        "output (output_subscript), the answer itself; count the letters yourself")
+def infer_output_by_contract_path(inputs):
+    return opt_einsum.contract_path(inputs, *[(2,) * len(t) for t in inputs.split(",")], shapes=True)[1].output_subscript
 
 
 # ---------------------------------------------------------------- label_sizes
@@ -372,3 +398,9 @@ def label_sizes_by_aten_einsum(equation, *shapes):
         "reached through tensorcraft's registry of stages: write the rule yourself")
 def infer_output_from_the_stage_registry(inputs):
     return stages._LIBRARY["infer_output"](inputs)
+
+
+@mutant("nb02_einsum_parsing.label_sizes", hint="contract_path is forbidden here: its report holds every letter's "
+        "length (size_dict), the answer itself; read the lengths from the shapes yourself")
+def label_sizes_by_contract_path(equation, *shapes):
+    return dict(opt_einsum.contract_path(equation, *shapes, shapes=True)[1].size_dict)

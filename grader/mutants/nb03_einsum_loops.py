@@ -20,12 +20,26 @@ def _split(equation):
     return inputs.split(","), output
 
 
-def _sizes(terms, operands, broadcast=True):
-    """label -> size: the largest size a label has (or, with broadcast=False, its first size)."""
+def _size(before, size, rule):
+    """A label's size after one more dimension: the size that is not 1 (``rule="broadcast"``, the
+    definition's, so 0 against 1 is 0); the larger (``"max"``); the first or the last seen (``"first"``, ``"last"``)."""
+    if before is None:
+        return size
+    if rule == "first":
+        return before
+    if rule == "last":
+        return size
+    if rule == "max":
+        return max(before, size)
+    return size if before == 1 else before
+
+
+def _sizes(terms, operands, broadcast=True, rule="broadcast"):
+    """label -> size, by ``rule`` (with broadcast=False, its first size)."""
     sizes = {}
     for term, op in zip(terms, operands):
         for label, size in zip(term, op.shape):
-            sizes[label] = max(sizes.get(label, size), size) if broadcast else sizes.get(label, size)
+            sizes[label] = _size(sizes.get(label), size, rule if broadcast else "first")
     return sizes
 
 
@@ -33,13 +47,23 @@ def _read(op, term, value):
     return op[tuple(0 if size == 1 else value.get(label, 0) for label, size in zip(term, op.shape))]
 
 
+def _in_order(term, order):
+    """``term``'s labels rearranged into ``order`` (a repeated label stays repeated): how an operand is
+    read by an answer that indexes every operand in one global label order instead of its own."""
+    return "".join(c for c in order for _ in range(term.count(c)))
+
+
+def _first_seen(equation):
+    return "".join(dict.fromkeys("".join(_split(equation)[0])))
+
+
 def _loops(equation, operands, *, output=None, assign=False, dtype="same", read=_read, broadcast=True,
-           terms=None, start=1, first_operand_only=False):
+           terms=None, start=1, first_operand_only=False, rule="broadcast"):
     """The definition with one knob per mistake."""
     given, out_labels = _split(equation)
     terms = terms or given
     output = out_labels if output is None else output
-    sizes = _sizes(terms, operands, broadcast)
+    sizes = _sizes(terms, operands, broadcast, rule)
     labels = list(output) + [c for c in sizes if c not in output]
     if first_operand_only:
         labels = list(dict.fromkeys(list(output) + [c for c in terms[0] if c not in output]))
@@ -110,7 +134,13 @@ def einsum_size_from_first_operand(equation, *operands):
 @mutant(E, hint="a label runs over its size where that is not 1, even 0: with sizes 0 and 1 the label is "
         "empty (max(0, 1) is 1, which reads past the empty dimension)")
 def einsum_size_by_max(equation, *operands):
-    return _loops(equation, operands)  # the helpers take each label's largest size
+    return _loops(equation, operands, rule="max")
+
+
+@mutant(E, hint="a dimension of size 1 broadcasts wherever it comes: the label runs over its size in the operands "
+        "where it is not 1; you took its size from the last operand that has it, which may be the 1")
+def einsum_size_from_last_operand(equation, *operands):
+    return _loops(equation, operands, rule="last")
 
 
 @mutant(E, hint="a product starts at 1, not 0: product = 1, then product = product * entry for each operand "
@@ -156,17 +186,24 @@ def loops_through_numpy(equation, *operands):
     return torch.from_numpy(np.einsum(equation, *[op.numpy() for op in operands]))
 
 
+@mutant(E, hint="read each operand with its own labels, in the order its term writes them: in 'ij,kj->ik' the "
+        "second operand is read at [k, j]; you read every operand in one order of the labels for all of them")
+def einsum_reads_in_one_label_order(equation, *operands):
+    order = _first_seen(equation)
+    return _loops(equation, operands, read=lambda op, term, value: _read(op, _in_order(term, order), value))
+
+
 # ---------------------------------------------------------------- exercise 2: loop_code
 
 
 def _source(equation, shapes, *, output=None, op="+=", zeros=None, broadcast=True, summed_loops=True, body=None,
-            zeros_inside=False):
+            zeros_inside=False, rule="broadcast", index_order=None):
     terms, out_labels = _split(equation)
     output = out_labels if output is None else output
     sizes = {}
     for term, shape in zip(terms, shapes):
         for c, d in zip(term, shape):
-            sizes[c] = max(sizes.get(c, d), d)
+            sizes[c] = _size(sizes.get(c), d, rule)
     summed = [c for c in sizes if c not in output]
     names = [f"op{n}" for n in range(len(shapes))]
     lines = ["import torch", "", f"def einsum_loops_generated({', '.join(names)}):",
@@ -181,7 +218,8 @@ def _source(equation, shapes, *, output=None, op="+=", zeros=None, broadcast=Tru
     def index(term, shape):
         parts = ["0" if broadcast and d == 1 else c for c, d in zip(term, shape)]
         return "(" + "".join(p + ", " for p in parts) + ")"
-    product = " * ".join(f"{name}[{index(term, shape)}]" for name, term, shape in zip(names, terms, shapes)) or "1"
+    reading = [_in_order(term, index_order) for term in terms] if index_order else terms
+    product = " * ".join(f"{name}[{index(term, shape)}]" for name, term, shape in zip(names, reading, shapes)) or "1"
     lines.append(f"{indent}out[{index(output, [0] * len(output))}] {op} {product}")
     lines.append("    return out")
     return body or "\n".join(lines) + "\n"
@@ -235,7 +273,7 @@ def code_zeros_inside_the_loops(equation, *shapes):
 @mutant(C, hint="a label's loop runs over its size where that is not 1, even 0: with sizes 0 and 1 the "
         "label is empty (max(0, 1) is 1, which reads past the empty dimension)")
 def code_size_by_max(equation, *shapes):
-    return _source(equation, shapes)  # the helpers take each label's largest size
+    return _source(equation, shapes, rule="max")
 
 
 @mutant(C, hint="the check watches the operations the generated code runs, not only the names it writes: "
@@ -244,6 +282,12 @@ def code_hides_einsum_name(equation, *shapes):
     args = ", ".join(f"op{n}" for n in range(len(shapes)))
     hidden = f"    return getattr(torch, 'ein' + 'sum')({equation!r}, {args})"  # loops written, result from einsum
     return _source(equation, shapes).replace("    return out", hidden)
+
+
+@mutant(C, hint="index each operand with its own labels, in the order its term writes them: in 'ij,kj->ik' the "
+        "second operand is op1[k, j]; you indexed every operand in one order of the labels for all of them")
+def code_indexes_in_one_label_order(equation, *shapes):
+    return _source(equation, shapes, index_order=_first_seen(equation))
 
 
 # ---------------------------------------------------------------- exercise 3: count_iterations
@@ -289,6 +333,16 @@ def count_sum_of_sizes(equation, *shapes):
         "size in the first operand that has it")
 def count_first_size(equation, *shapes):
     return math.prod(_label_sizes(equation, shapes, broadcast=False).values())
+
+
+@mutant(N, hint="a size-1 dimension broadcasts wherever it comes: the label runs over its size where it is not "
+        "1, not the size in the last operand that has it")
+def count_last_size(equation, *shapes):
+    sizes = {}
+    for term, shape in zip(_split(equation)[0], shapes):
+        for c, d in zip(term, shape):
+            sizes[c] = d
+    return math.prod(sizes.values())
 
 
 @mutant(N, hint="every label of every operand has a loop, also a summed label that only a later operand has "

@@ -5,7 +5,10 @@ import math
 
 import numpy as np
 import opt_einsum
+import opt_einsum.paths
 import torch
+
+import tensorcraft.einstein.path
 
 from . import mutant
 
@@ -28,11 +31,13 @@ def _prod(size, labels):
     return math.prod(size[l] for l in labels)
 
 
-def _as_matrices(a, a_labels, b, b_labels, out_labels):
+def _as_matrices(a, a_labels, b, b_labels, out_labels, own_orders=False):
     batch, summed, left, right = _groups(a_labels, b_labels, out_labels)
     size = _sizes(a, a_labels, b, b_labels)
     nb, m, k, n = (_prod(size, g) for g in (batch, left, summed, right))
     a3 = a.permute([list(a_labels).index(l) for l in batch + left + summed]).reshape(nb, m, k)
+    if own_orders:  # b's shared labels in b's own order, not in a's
+        batch, summed = ([l for l in b_labels if l in group] for group in (batch, summed))
     b3 = b.permute([list(b_labels).index(l) for l in batch + summed + right]).reshape(nb, k, n)
     return a3, b3, batch + left + right, size
 
@@ -116,6 +121,27 @@ def contract_pair_by_broadcasting(a, a_labels, b, b_labels, out_labels):
         product = product.sum(dim=summed)
     kept = [l for l in labels if l in out_labels]
     return product.permute([kept.index(l) for l in out_labels])
+
+
+@mutant("nb04_einsum_fast.contract_pair", hint="put the shared labels of both operands in ONE order (a's, say): "
+        "with 'ijk,kjl' a's summed axes are (j, k) and b's must be permuted to (j, k) too, not left in b's order (k, j)")
+def pair_shared_labels_in_each_operands_order(a, a_labels, b, b_labels, out_labels):
+    a3, b3, natural, size = _as_matrices(a, a_labels, b, b_labels, out_labels, own_orders=True)
+    out = torch.bmm(a3, b3).reshape([size[l] for l in natural])
+    return out.permute([natural.index(l) for l in out_labels])
+
+
+@mutant("nb04_einsum_fast.contract_pair", hint="a label may have size 0 (an empty tensor): reshape with every size "
+        "computed (math.prod of each group), never -1, which cannot be inferred when the tensor has no elements")
+def pair_reshape_with_minus_one(a, a_labels, b, b_labels, out_labels):
+    batch, summed, left, right = _groups(a_labels, b_labels, out_labels)
+    size = _sizes(a, a_labels, b, b_labels)
+    nb, k = _prod(size, batch), _prod(size, summed)
+    a3 = a.permute([list(a_labels).index(l) for l in batch + left + summed]).reshape(nb, -1, k)
+    b3 = b.permute([list(b_labels).index(l) for l in batch + summed + right]).reshape(nb, k, -1)
+    natural = batch + left + right
+    out = torch.bmm(a3, b3).reshape([size[l] for l in natural])
+    return out.permute([natural.index(l) for l in out_labels])
 
 
 # ---------------------------------------------------------------- path_flops
@@ -226,7 +252,7 @@ def path_flops_result_in_front(inputs, output, sizes, path):
 
 
 def _greedy(inputs, output, sizes, score, shared_only=True, result_to_front=False, original_positions=False,
-            keep_everything=False, drop_shared=False):
+            keep_everything=False, drop_shared=False, fallback="smallest"):
     current = [set(s) for s in inputs]
     output = set(output)
     ids = list(range(len(current)))
@@ -251,7 +277,9 @@ def _greedy(inputs, output, sizes, score, shared_only=True, result_to_front=Fals
             key = (score(size(result_of(i, j)), size(current[i]), size(current[j])), j, i)
             if best is None or key < best:
                 best = key
-        if best is None:
+        if best is None and fallback == "first two":
+            i, j = 0, 1
+        elif best is None:
             i, j = sorted(sorted(range(len(current)), key=lambda p: size(current[p]))[:2])
         else:
             _, j, i = best
@@ -338,3 +366,25 @@ def path_flops_by_kept_contract_path(inputs, output, sizes, path):
     equation = ",".join("".join(sorted(t)) for t in inputs) + "->" + "".join(sorted(output))
     shapes = [tuple(sizes[c] for c in sorted(t)) for t in inputs]
     return int(_KEPT["contract_path"](equation, *shapes, shapes=True, optimize=list(path))[1].opt_cost)
+
+
+@mutant("nb04_einsum_fast.greedy_path", hint="when no pair shares a label to sum, take the two operands with the "
+        "smallest sizes (rule 2): your path took another pair there")
+def greedy_fallback_first_two(inputs, output, sizes):
+    return _greedy(inputs, output, sizes, lambda r, a, b: r - a - b, fallback="first two")
+
+
+_KEPT_SEARCHES = {"dp": opt_einsum.paths.dynamic_programming,
+                  "optimal": tensorcraft.einstein.path.optimal_path}  # kept before the check ran
+
+
+@mutant("nb04_einsum_fast.greedy_path", hint="another path search (opt_einsum's dynamic programming) is forbidden "
+        "under any name, even kept in a dict: it finds a cheap path, but not by the greedy rule you are to write")
+def greedy_by_kept_dynamic_programming(inputs, output, sizes):
+    return _KEPT_SEARCHES["dp"]([set(t) for t in inputs], set(output), dict(sizes))
+
+
+@mutant("nb04_einsum_fast.greedy_path", hint="the library's optimal_path is forbidden under any name, even kept in "
+        "a dict: it finds a cheap path, but not by the greedy rule you are to write")
+def greedy_by_kept_optimal_path(inputs, output, sizes):
+    return _KEPT_SEARCHES["optimal"]([frozenset(t) for t in inputs], frozenset(output), dict(sizes))

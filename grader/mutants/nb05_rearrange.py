@@ -31,10 +31,11 @@ _library_parse.__kwdefaults__ = _library.__kwdefaults__
 
 def _parse(text: str, *, one_as_axis=False, flatten_groups=False, numbers_as_names=False, duplicates=False,
            ellipsis_as_group=False, drop_empty_groups=False, nesting=False,
-           unwrap_ellipsis_group=False) -> Expression:
+           unwrap_ellipsis_group=False, duplicates_in_groups=False, shared_anonymous=False) -> Expression:
     dims: list = []
     group: list | None = None
     seen: set = set()
+    anonymous: dict = {}   # shared_anonymous: one AnonymousAxis per length, reused
 
     def add(word: str) -> None:
         if word == "...":
@@ -49,13 +50,16 @@ def _parse(text: str, *, one_as_axis=False, flatten_groups=False, numbers_as_nam
                 if group is None:
                     dims.append(())
                 return
-            axis = AnonymousAxis(int(word))
+            axis = anonymous.setdefault(int(word), AnonymousAxis(int(word))) if shared_anonymous \
+                else AnonymousAxis(int(word))
         else:
             if not (word.isidentifier() or word.isdecimal()) or word.startswith("_") or word.endswith("_"):
                 raise EinopsError(f"bad name {word}")
-            if word in seen and not duplicates:
+            checked = not (duplicates_in_groups and group is not None)
+            if checked and word in seen and not duplicates:
                 raise EinopsError(f"{word} twice")
-            seen.add(word)
+            if checked:
+                seen.add(word)
             axis = word
         if group is not None:
             group.append(axis)
@@ -113,10 +117,24 @@ def parse_numbers_as_names(text):
     return _parse(text, numbers_as_names=True)
 
 
-@mutant("nb05_rearrange.parse_expression", hint="a name may appear once per side: raise einops.EinopsError "
-        "for 'a b a'")
+NAME_TWICE_HINT = ("a name may appear once per side, inside a group too: raise einops.EinopsError for 'a b a' "
+                   "and for 'a (b a)'; remember every name you have seen, in groups or not")
+
+
+@mutant("nb05_rearrange.parse_expression", hint=NAME_TWICE_HINT)
 def parse_allows_duplicates(text):
     return _parse(text, duplicates=True)
+
+
+@mutant("nb05_rearrange.parse_expression", hint=NAME_TWICE_HINT)
+def parse_allows_duplicates_in_groups(text):
+    return _parse(text, duplicates_in_groups=True)
+
+
+@mutant("nb05_rearrange.parse_expression", hint="each number is an anonymous axis of its own: '(h 2) (w 2)' has two "
+        "axes of length 2, so create a new AnonymousAxis for every number, never one per length")
+def parse_one_anonymous_axis_per_length(text):
+    return _parse(text, shared_anonymous=True)
 
 
 @mutant("nb05_rearrange.parse_expression", hint="outside parentheses the ellipsis is the bare string ELLIPSIS "

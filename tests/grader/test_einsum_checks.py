@@ -165,3 +165,53 @@ def test_a_validator_that_raises_runtime_error_is_told_to_raise_value_error():
 
     report = nb02.VALIDATE_EQUATION.run(like_torch, cuda_available=False)
     assert "this exercise asks for ValueError" in report.text()
+
+
+def test_a_path_searchs_report_is_refused_where_it_holds_the_answer():
+    """opt_einsum's contract_path reports the output's letters and every letter's length: forbidden in
+    01's output_shape and 02's infer_output and label_sizes (their statements say so)."""
+    import opt_einsum
+
+    def output_shape(equation, *shapes):
+        info = opt_einsum.contract_path(equation, *shapes, shapes=True)[1]
+        return tuple(info.size_dict[c] for c in info.output_subscript)
+
+    def label_sizes(equation, *shapes):
+        return dict(opt_einsum.contract_path(equation, *shapes, shapes=True)[1].size_dict)
+
+    for exercise, answer in ((nb01.OUTPUT_SHAPE, output_shape), (nb02.EXERCISES["label_sizes"], label_sizes)):
+        [first, *_] = exercise.run(answer, cuda_available=False).failed
+        assert "opt_einsum.contract_path" in first.detail
+        assert "contract_path is forbidden here" in first.hint
+
+
+def test_the_library_stage_kept_in_a_dict_is_named_not_a_recursion_error():
+    import tensorcraft.einstein
+    kept = {"infer": tensorcraft.einstein.infer_output}
+    [first, *_] = nb02.INFER_OUTPUT.run(lambda inputs: kept["infer"](inputs), cuda_available=False).failed
+    assert "RecursionError" not in first.detail
+    assert "called the library's own infer_output" in first.detail
+    assert "forbidden under any name" in first.hint
+
+
+def test_the_attention_hint_describes_the_steps_without_the_code_of_the_answer():
+    report = nb01.ATTENTION.run(lambda q, k, v: torch.einsum("bhqd,bhkd->bhqk", q, k).softmax(-1).einsum(
+        "bhqk,bhkd->bhqd", v) if False else torch.einsum(
+        "bhqk,bhkd->bhqd", torch.einsum("bhqd,bhkd->bhqk", q, k).softmax(-1), v), cuda_available=False)
+    hint = report.failed[0].hint
+    assert "einsum(" not in hint and "bhqd" not in hint and "softmax" in hint
+
+
+def test_a_mutant_that_fails_an_earlier_case_of_the_group_is_not_the_diagnosis():
+    """' ij->' is rejected both by an answer that refuses spaces and by one that refuses an empty output;
+    the learner's answer accepted 'i j , j k -> i k' before it, so the spaces hint would name a mistake
+    they did not make."""
+    from grader.mutants import nb02_einsum_parsing as mutants
+    spaces = next(m for m in mutants_for("nb02_einsum_parsing.validate_equation") if m.name == "validate_rejects_spaces")
+
+    def refuses_an_empty_output(equation, ndims):
+        if equation.strip().endswith("->"):
+            raise ValueError("empty output")
+        mutants._validate(equation, ndims)
+    [first, *_] = nb02.EXERCISES["validate_equation"].run(refuses_an_empty_output, cuda_available=False).failed
+    assert "empty output" in first.detail and first.hint != spaces.hint

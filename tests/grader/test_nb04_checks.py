@@ -124,3 +124,36 @@ def test_a_greedy_result_that_drops_a_label_another_operand_needs_fails():
                  if m.name == "greedy_results_drop_shared_labels")
     report = nb04.GREEDY_PATH.run(drops.fn, cuda_available=False)
     assert [o.title for o in report.failed] == ["a label on three operands stays until the last of them is contracted"]
+
+
+def test_the_greedy_fallback_rule_is_checked_path_for_path():
+    """Where no pair shares a label to sum, rule 2 alone decides; a path within 4x by cost is not enough."""
+    def largest_first_fallback(inputs, output, sizes):
+        current, path = [set(t) for t in inputs], []
+        while len(current) > 1:
+            pairs = [(i, j) for i in range(len(current)) for j in range(i + 1, len(current))
+                     if (current[i] & current[j]) - set(output)]
+            if pairs:
+                i, j = pairs[0]
+            else:
+                i, j = sorted(sorted(range(len(current)), key=lambda p: -math.prod(sizes[c] for c in current[p]))[:2])
+            rest = [s for p, s in enumerate(current) if p not in (i, j)]
+            kept = (current[i] | current[j]) & set(output).union(*rest)
+            path.append((i, j))
+            current = rest + [kept]
+        return path
+    report = nb04.GREEDY_PATH.run(largest_first_fallback, cuda_available=False)
+    failed = [o for o in report.failed if o.title.startswith("no pair shares a label")]
+    assert failed and "the path" in failed[0].detail and "smallest sizes" in failed[0].hint
+
+
+@pytest.mark.parametrize("search", ["dp", "optimal"])
+def test_another_path_search_kept_in_a_dict_is_refused(search):
+    import opt_einsum.paths
+    import tensorcraft.einstein.path as tc_path
+    functions = {"dp": opt_einsum.paths.dynamic_programming, "optimal": tc_path.optimal_path}  # kept before the check
+    sets = {"dp": set, "optimal": frozenset}[search]
+    kept = lambda i, o, s: functions[search]([sets(t) for t in i], sets(o), dict(s))
+    [first, *_] = nb04.GREEDY_PATH.run(kept, cuda_available=False).failed
+    assert "asks you to do without" in first.detail
+    assert "forbidden under any name" in first.hint

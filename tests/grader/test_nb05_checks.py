@@ -118,3 +118,18 @@ def test_the_wrong_error_type_is_named(raised, named):
 ])
 def test_wrong_answers_found_in_review_are_rejected_with_their_hint(wrong, hint_says):
     assert hint_says in first_failure(checks.REARRANGE, wrong).hint
+
+
+def test_a_name_repeated_inside_a_group_is_rejected_in_public():
+    parse = checks.EXERCISES["parse_expression"]
+    report = parse.run(lambda text: mutants._parse(text, duplicates_in_groups=True), cuda_available=False)
+    [first, *_] = report.failed
+    assert "a (b a)" in first.detail and "inside a group too" in first.hint
+
+
+def test_a_runtime_error_hint_names_view_only_when_the_message_says_so():
+    assert checks._specific_hint(checks.Group("g", []), "case 1 of 1: inputs x raised RuntimeError: permute(): "
+                                 "duplicate dims are not allowed.") is None
+    assert ".view" not in checks.RUNTIME_HINT and "invalid for input" not in checks.RUNTIME_HINT
+    assert checks._specific_hint(checks.Group("g", []), "case 1 of 1: inputs x raised RuntimeError: view size is not "
+                                 "compatible with input tensor's size and stride") == checks.VIEW_HINT

@@ -68,3 +68,18 @@ def test_a_head_that_pools_without_reduce_layers_fails():
 
     report = EXERCISES["make_head"].run(head, cuda_available=False)
     assert report.failed and "holds 1 Reduce layer" in report.text()
+
+
+def test_raising_einops_own_not_implemented_error_for_an_integer_mean_passes():
+    """The statement asks an integer mean to raise as einops does: einops' own NotImplementedError (a
+    message, not the release's bare stub) is a right answer, never "replace raise NotImplementedError()"."""
+    def reduce_raising_as_einops(x, pattern, reduction, **axes_lengths):
+        if reduction == "mean" and not x.is_floating_point():
+            raise NotImplementedError("reduce_mean is not available for non-floating tensors")
+        return reduce_with_einops_rearrange(x, pattern, reduction, **axes_lengths)
+    assert not REDUCE.run(reduce_raising_as_einops, cuda_available=False).failed
+    assert not REDUCE.run(reduce_raising_as_einops, hidden=True, seed=3, cuda_available=False).failed
+
+    def stub(x, pattern, reduction, **axes_lengths):
+        raise NotImplementedError()
+    assert all("still raises NotImplementedError" in o.detail for o in REDUCE.run(stub, cuda_available=False).failed)
