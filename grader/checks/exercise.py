@@ -9,6 +9,7 @@ raises ``AssertionError`` when anything failed, which is how nbgrader scores the
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -17,13 +18,14 @@ import torch
 from .. import progress
 from ..mutants import mutants_for
 from .compare import changed, describe, kind_hint, mismatch
-from .devices import clone, devices, to_device
+from .devices import META, clone, devices, to_device
 from .ops import forbidden_ops
 from .report import FAIL, PASS, PENDING, CheckReport, GroupOutcome
 from .seed import hidden_seed
 from .tripwire import ForbiddenCallError, captured_forbidden, tripwire, tripwires
 
 
+TEMPORARY = re.compile(r"tmp[A-Za-z0-9_]{6,}")
 IN_PLACE_HINT = ("return a new result and leave the inputs as they were, as the real tools do: "
                  "write x / s, not x /= s; methods ending in _ (x.div_, x.unsqueeze_) change the caller's tensor")
 
@@ -41,6 +43,12 @@ def one_line(error: BaseException) -> BaseException:
     through its ``_render_traceback_`` when it has one; the error's type and message stay)."""
     error._render_traceback_ = lambda: [f"\x1b[0;31m{type(error).__name__}\x1b[0m: {error}"]  # type: ignore[attr-defined]
     return error
+
+
+def _same_words(one: str, other: str) -> bool:
+    """Two error messages that differ at most in the names of temporary folders (a compiler's message
+    names the file it compiled) say the same thing."""
+    return TEMPORARY.sub("tmp", one) == TEMPORARY.sub("tmp", other)
 
 
 def call_directly(learner_fn: Callable[..., Any], *args: Any) -> Any:
@@ -70,6 +78,10 @@ class Exercise:
     # stage of a pipeline plugs the function into the library's pipeline here instead.
     call: Callable[..., Any] = call_directly
     cuda: bool = True            # False: the stage only runs on the CPU (a C kernel); no CUDA cases at all
+    # Cases also run on the ``meta`` device (shapes, dtypes and devices, no data), public and hidden alike: a
+    # result created on the CPU whatever the input's device is caught without a GPU (see devices.META).
+    on_meta: Callable[[], list[Group]] | None = None
+    in_place_hint: str = IN_PLACE_HINT  # given when an input changed and no known mistake explains how
 
     @property
     def name(self) -> str:
@@ -103,6 +115,8 @@ class Exercise:
                                                        f"pending: {device.reason}"))
                     continue
                 report.outcomes.append(self._run_group(learner_fn, group, device.name))
+        for group in (self.on_meta() if self.on_meta else []):
+            report.outcomes.append(self._run_group(learner_fn, group, META))
         return report
 
     def _run_group(self, learner_fn: Callable[..., Any], group: Group, device: str) -> GroupOutcome:
@@ -124,20 +138,22 @@ class Exercise:
                         forbidden_ops(self.forbidden_ops, self.numpy_allowed, exercise=self.name):
                     got = self.call(learner_fn, *inputs)
             except ForbiddenCallError as error:
-                return fail(f"{where}: {error}", error.hint or self.hint)
-            except NotImplementedError:
-                return fail(f"{where}: your function still raises NotImplementedError",
-                            "replace `raise NotImplementedError()` with your solution")
+                return fail(f"{where}: {error}", error.hint or self._diagnose_forbidden(args, error) or self.hint)
             except Exception as error:  # the learner's bug, reported; the check goes on
+                if isinstance(error, NotImplementedError) and not str(error):  # the release's stub, untouched
+                    return fail(f"{where}: your function still raises NotImplementedError",
+                                "replace `raise NotImplementedError()` with your solution")
                 if case.raises is not None and isinstance(error, case.raises):
                     continue
-                hint = next((h for t, h in self.extra_hints.items() if isinstance(error, t)), self.hint)
+                hint = self._diagnose_error(args, error) or next(
+                    (h for t, h in self.extra_hints.items() if isinstance(error, t)), self.hint)
                 wanted = f" (expected {case.raises.__name__})" if case.raises else ""
                 return fail(f"{where}: inputs {self._show(args)} raised {type(error).__name__}{wanted}: {error}", hint)
             edited = next((f"argument {i}: {c}" for i, (a, b) in enumerate(zip(args, inputs), start=1)
                            if (c := changed(a, b))), None)
             if edited:
-                return fail(f"{where}: your function changed its input in place ({edited})", IN_PLACE_HINT)
+                return fail(f"{where}: your function changed its input in place ({edited})",
+                            self._diagnose_edit(args, edited) or self.in_place_hint)
             if case.raises is not None:
                 return fail(f"{where}: inputs {self._show(args)} must raise {case.raises.__name__}, "
                             f"but your function returned {describe(got)}", self.hint)
@@ -183,6 +199,44 @@ class Exercise:
             if mismatch(theirs, got) is None:
                 return wrong.hint
         return kind_hint(expected, got) or self.hint
+
+    def _diagnose_error(self, args: tuple, error: BaseException) -> str | None:
+        """The hint of the first known mistake that fails on these inputs with the same error (type and
+        message): only then is the cause of a crash established."""
+        for wrong in mutants_for(self.id):
+            try:
+                self.call(wrong.fn, *clone(args))
+            except Exception as theirs:
+                if type(theirs) is type(error) and _same_words(str(theirs), str(error)):
+                    return wrong.hint
+        return None
+
+    def _diagnose_forbidden(self, args: tuple, error: ForbiddenCallError) -> str | None:
+        """The hint of the first known mistake that reaches the same forbidden function the same way."""
+        for wrong in mutants_for(self.id):
+            try:
+                with tripwires(self.forbidden, exercise=self.name), self._reference_out_of_reach(), \
+                        forbidden_ops(self.forbidden_ops, self.numpy_allowed, exercise=self.name):
+                    self.call(wrong.fn, *clone(args))
+            except ForbiddenCallError as theirs:
+                if str(theirs) == str(error):
+                    return wrong.hint
+            except Exception:
+                continue
+        return None
+
+    def _diagnose_edit(self, args: tuple, edited: str) -> str | None:
+        """The hint of the first known mistake that changes these inputs the same way."""
+        for wrong in mutants_for(self.id):
+            inputs = clone(args)
+            try:
+                self.call(wrong.fn, *inputs)
+            except Exception:
+                continue
+            if next((f"argument {i}: {c}" for i, (a, b) in enumerate(zip(args, inputs), start=1)
+                     if (c := changed(a, b))), None) == edited:
+                return wrong.hint
+        return None
 
     @staticmethod
     def _show(args: tuple) -> str:

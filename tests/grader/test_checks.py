@@ -129,6 +129,76 @@ def test_cuda_cases_run_where_there_is_a_gpu():
     assert any(o.device == "cuda" and o.status == FAIL for o in wrong.outcomes)
 
 
+def _on_the_cpu_always(a, b):
+    return torch.zeros(len(a), len(b), dtype=a.dtype) + a[:, None] * b[None, :]
+
+
+def test_meta_groups_catch_a_result_created_on_the_cpu_without_a_gpu():
+    """A case on the meta device compares kinds only (there are no values), and a tensor created on the
+    CPU whatever the inputs' device is refused there or comes back on the wrong device."""
+    groups = [Group("floats", [Case((torch.ones(2), torch.ones(3)))])]
+    exercise = Exercise(id="test.outer", reference=correct_outer, public=lambda: groups,
+                        hidden=lambda g: groups, hint="the hint", on_meta=lambda: groups)
+    right = exercise.run(correct_outer, cuda_available=False)
+    assert [(o.device, o.status) for o in right.outcomes] == [("cpu", PASS), ("cuda", PENDING), ("meta", PASS)]
+    wrong = exercise.run(_on_the_cpu_always, cuda_available=False)
+    assert [(o.device, o.status) for o in wrong.outcomes] == [("cpu", PASS), ("cuda", PENDING), ("meta", FAIL)]
+    assert "device" in wrong.failed[0].detail or "meta" in wrong.failed[0].detail
+
+
+def test_meta_tensors_compare_by_kind_and_never_count_as_edited():
+    from grader.checks.compare import changed
+    a, b = torch.ones(2, 3, device="meta"), torch.zeros(2, 3, device="meta")
+    assert mismatch(a, b) is None and changed(a, b) is None
+    assert "dtype" in mismatch(a, b.double()) and "cpu" in mismatch(a, torch.ones(2, 3))
+
+
+def _exercise_with_mutants(monkeypatch, mutants, **fields):
+    """An outer-product exercise whose known mistakes are ``mutants`` (name -> (fn, hint))."""
+    from grader.checks import exercise as module
+    from grader.mutants import Mutant
+    registered = [Mutant("test.outer", name, fn, hint) for name, (fn, hint) in mutants.items()]
+    monkeypatch.setattr(module, "mutants_for", lambda exercise_id: registered)
+    groups = [Group("floats", [Case((torch.ones(2), torch.ones(3)))])]
+    return Exercise(id="test.outer", reference=correct_outer, public=lambda: groups, hidden=lambda g: groups,
+                    hint="the exercise's hint", **fields)
+
+
+def _crash_on_a_name(a, b):
+    return undefined_name * a[:, None] * b[None, :]  # noqa: F821  (the mistake under test)
+
+
+def _crash_on_a_shape(a, b):
+    return a * b
+
+
+def test_a_crash_gets_the_hint_of_the_mutant_that_fails_the_same_way(monkeypatch):
+    exercise = _exercise_with_mutants(monkeypatch, {"shape": (_crash_on_a_shape, "shape hint"),
+                                                   "name": (_crash_on_a_name, "name hint")},
+                                      extra_hints={NameError: "a NameError hint"})
+    assert exercise.run(_crash_on_a_name, cuda_available=False).failed[0].hint == "name hint"
+    assert exercise.run(_crash_on_a_shape, cuda_available=False).failed[0].hint == "shape hint"
+    # a crash no known mistake reproduces: the hint of its type, only where the exercise gives one
+    assert exercise.run(lambda a, b: other_name, cuda_available=False).failed[0].hint == "a NameError hint"  # noqa: F821
+    assert exercise.run(lambda a, b: a.no_such_method(), cuda_available=False).failed[0].hint == "the exercise's hint"
+
+
+def test_an_edit_in_place_gets_the_hint_of_the_mutant_that_makes_it(monkeypatch):
+    def zeroes_a(a, b):
+        a.zero_()
+        return a[:, None] * b[None, :]
+    exercise = _exercise_with_mutants(monkeypatch, {"zeroes": (zeroes_a, "zeroes hint")}, in_place_hint="edit hint")
+    assert exercise.run(zeroes_a, cuda_available=False).failed[0].hint == "zeroes hint"
+    assert exercise.run(lambda a, b: a.mul_(2)[:, None] * b[None, :], cuda_available=False).failed[0].hint == "edit hint"
+
+
+def test_a_not_implemented_error_with_a_message_is_not_taken_for_the_stub():
+    def meta_copy(a, b):
+        return torch.empty(2, 3).copy_(torch.ones(2, 3, device="meta"))  # torch: "Cannot copy out of meta tensor"
+    [failed] = OUTER.run(meta_copy, cuda_available=False).failed[:1]
+    assert "raised NotImplementedError" in failed.detail and "still raises" not in failed.detail
+
+
 # ------------------------------------------------------------------ pass / fail / diagnosis
 
 def test_check_passes_silently_on_a_correct_answer_and_raises_on_a_wrong_one(capsys):
