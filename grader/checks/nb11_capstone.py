@@ -542,6 +542,12 @@ def _constant_calls(graph: Graph) -> int:
     return sum(1 for n in graph.nodes if n.kind == "call" and not depends[n])
 
 
+def _unread(graph: Graph) -> int:
+    """Calls, constants and parameters no node reads: what DCE, run after the passes that leave them, removes."""
+    users = graph.users()
+    return sum(1 for n in graph.nodes if n.kind in ("call", "constant", "param") and not users[n])
+
+
 def _pipeline_facts(compiled, x: torch.Tensor, ran: Callable[[], bool]) -> dict:
     """Compile (on the first call, lazily), run the generated code, and read the optimized graph."""
     with torch.no_grad():
@@ -551,6 +557,7 @@ def _pipeline_facts(compiled, x: torch.Tensor, ran: Callable[[], bool]) -> dict:
     return {"output": outputs, "your view pass ran": ran(), "view-of-view chains left": view_chains(graph),
             "calls that read no input, recomputed at every call": _constant_calls(graph),
             "softmax and layer_norm calls left whole": graph.count(op="softmax") + graph.count(op="layer_norm"),
+            "nodes that nothing reads": _unread(graph),
             "fused kernels": graph.count(kind="kernel")}
 
 

@@ -291,6 +291,12 @@ def refusal_refuses_every_tensor_index(op, args, kwargs):
     return _refusal(op, args, kwargs, any_dtype=True)
 
 
+@mutant(REFUSAL, hint="dropout in eval mode (training=False) draws nothing: it returns its input, and Dynamo keeps "
+        "it in the graph; record it (no dropout is among the calls to refuse)")
+def refusal_refuses_every_dropout(op, args, kwargs):
+    return "dropout" if op == "dropout" else _refusal(op, args, kwargs)
+
+
 @mutant(REFUSAL, hint="a call that draws random numbers (rand_like, randn, bernoulli...) must be refused too: "
         "recorded, its graph is replayed instead of drawing as eager does, and CSE merges two identical draws "
         "into one (x + rand_like(x) - rand_like(x) returns x)")

@@ -333,6 +333,12 @@ def pipeline_dce_first(view_pass):
     return ["dce", view_pass, "constant_folding", "decompose", "cse", "fusion"]
 
 
+@mutant(MAKE_PIPELINE, hint="'constant_folding' after 'dce' leaves the values it replaced (the mask's ones) in the "
+        "graph, read by nothing: fold before 'dce', so that DCE removes them")
+def pipeline_folds_after_dce(view_pass):
+    return [view_pass, "decompose", "cse", "dce", "fusion", "constant_folding"]
+
+
 @mutant(MAKE_PIPELINE, hint="the list needs 'dce': the inner views your pass leaves unread and what constant "
         "folding replaced stay in the graph without it")
 def pipeline_without_dce(view_pass):

@@ -1,6 +1,7 @@
 """Notebook 11's checks: other correct answers pass, delegating to torch's attention or to the library
 is refused, the attention must use tc.einsum, and the learner's pass really runs inside the pipeline."""
 import einops
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -133,3 +134,11 @@ def test_a_pipeline_in_another_working_order_passes_and_the_view_pass_must_be_th
     report = make_pipeline.run(lambda view_pass: [library_merge_views, "constant_folding", "decompose", "cse",
                                                   "dce", "fusion"])
     assert report.failed and "your view pass ran: expected True, got False" in report.failed[0].detail
+
+
+@pytest.mark.parametrize("exercise", sorted(EXERCISES))
+def test_public_cases_reject_every_mutant_and_show_it_its_own_hint(exercise):
+    """Issue 20's rules: a tick in the notebook means full marks (the public cases reject every mutant not
+    marked hidden-only), and one mistake gets one diagnosis (its own hint, on its first failing group)."""
+    from mutant_rules import problems
+    assert problems(EXERCISES[exercise]) == []
