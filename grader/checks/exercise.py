@@ -63,6 +63,16 @@ class Group:
     cpu_only: bool = False       # cases no CUDA kernel exists for (an integer matrix product): not run on CUDA
 
 
+def on_meta(public: Callable[[], list[Group]], *positions: tuple[int, int]) -> Callable[[], list[Group]]:
+    """For ``Exercise.on_meta``: the public cases at ``positions`` ((group, case) pairs; default the first
+    case of the first group), as one group run on the meta device."""
+    def groups() -> list[Group]:
+        cases = public()
+        chosen = [cases[g].cases[c] for g, c in (positions or ((0, 0),))]
+        return [Group("on the meta device: new tensors on the inputs' device (shapes only, no GPU needed)", chosen)]
+    return groups
+
+
 @dataclass
 class Exercise:
     id: str                                          # "<checks module>.<name>", e.g. "nb00_welcome.outer"
