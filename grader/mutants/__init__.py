@@ -2,7 +2,8 @@
 
 A mutant is a plausible mistake written as code. ``python -m grader check`` proves that every
 exercise's checks reject every one of its mutants; and a check that sees a learner's wrong result
-equal a mutant's result prints that mutant's hint, naming the misconception behind the mismatch.
+equal a mutant's result (or a crash with the same error, or the same edit of an input) prints that
+mutant's hint, naming the misconception behind the mismatch.
 """
 from __future__ import annotations
 
