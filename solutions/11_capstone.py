@@ -168,7 +168,9 @@ print("and back:", torch.equal(tc.rearrange(heads_first, "b h t e -> b t (h e)")
 # `nn.MultiheadAttention` and torch's transformer layers, under any name (`torch.ops.aten.einsum`, a
 # reference kept in a dict: the check watches the operations). numpy is not allowed: stay with
 # torch tensors. The check compares your function with
-# `F.scaled_dot_product_attention` on the heads split the same way, in float64 and float32.
+# `F.scaled_dot_product_attention` on the heads split the same way, in float64 and float32. The mask
+# lives on the scores' device: one case runs on the `meta` device (tensors with a shape and a dtype
+# but no values), so that a mask created on the CPU whatever the inputs' device shows without a GPU.
 
 # %% nbgrader={"grade": false, "grade_id": "attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def attention(q, k, v, heads, causal=False):
