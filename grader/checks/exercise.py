@@ -6,8 +6,9 @@ learner's code runs, and the hint to give when no known mistake explains a wrong
 A wrong result, a crash or an edited input is named by the first known mistake (mutant) that gives
 the same result, fails with the same error or makes the same edit; only then is its cause
 established, and otherwise the report says plainly what happened.
-:meth:`Exercise.check` runs it all on every device (some cases also on ``meta``: see ``on_meta``), prints one line per group of cases, and
-raises ``AssertionError`` when anything failed, which is how nbgrader scores the cell 0.
+:meth:`Exercise.check` runs it all on every device (some cases also on ``meta``: see ``on_meta``),
+prints one line per group of cases, and raises ``AssertionError`` when anything failed, which is how
+nbgrader scores the cell 0.
 """
 from __future__ import annotations
 
