@@ -152,8 +152,9 @@ ATTENTION = Exercise(
         NotWrittenWithEinsum: "write the two products (scores, and the weighted sum of values) with tc.einsum, "
                               "the einsum you rebuilt in notebooks 01-04: torch.matmul or @ compute them, but this "
                               "exercise is about writing them as equations",
-        RuntimeError: "torch refused a shape: check the equations' letters (q and k share b, h and e; the scores "
-                      "are bhqk) and the mask's shape (queries x keys, broadcast over b and h)",
+        RuntimeError: "torch refused an operation (its message says which): check the equations' letters (q and k "
+                      "share b, h and e; the scores are bhqk), the mask's shape (queries x keys, broadcast over b and "
+                      "h), and that a tensor you create is on the scores' device (device=scores.device)",
     },
     call=_attention_with_tc_einsum,
     on_meta=_attention_meta,

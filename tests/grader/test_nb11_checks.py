@@ -24,7 +24,7 @@ def attention_with_views_and_einops(q, k, v, heads, causal=False):
     scores = einsum("bhqe,bhke->bhqk", q / q.shape[-1] ** 0.5, k)
     if causal:
         tq, tk = scores.shape[-2:]
-        scores = scores + torch.full((tq, tk), float("-inf"), dtype=scores.dtype).triu(1)
+        scores = scores + torch.full((tq, tk), float("-inf"), dtype=scores.dtype, device=scores.device).triu(1)
     return einops.rearrange(einsum("bhqk,bhke->bhqe", F.softmax(scores, dim=3), v), "b h t e -> b t (h e)")
 
 
@@ -34,7 +34,8 @@ def attention_with_matmul(q, k, v, heads, causal=False):
     q, k, v = split(q), split(k), split(v)
     scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
     if causal:
-        scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+        hidden = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).triu(1)
+        scores = scores.masked_fill(hidden, float("-inf"))
     return (scores.softmax(-1) @ v).transpose(1, 2).reshape(q.shape[0], -1, q.shape[1] * q.shape[-1])
 
 
