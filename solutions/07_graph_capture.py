@@ -323,7 +323,8 @@ print("is_inplace(Tensor.relu_):", is_inplace(torch.Tensor.relu_, "relu_", {}))
 # `tensorcraft.compile` calls on the first call of a model. `capture` must:
 #
 # 1. give every tensor among the inputs a placeholder node (the inputs, flattened with
-#    `pytree.tree_flatten((args, kwargs))`; `index` is the position in that flat list);
+#    `pytree.tree_flatten((args, kwargs))`; `index` is the position in that flat list, numbers
+#    included: in `f(k, x)` called as `f(3.0, x)` the tensor `x` is input 1);
 # 2. run `fn(*args, **kwargs)` with your `Tracer` active, which records every call:
 #    - `node_for(tensor)`: the tensor's node; a tensor not seen yet is a module tensor (its
 #      qualified name is in `self.names`) — record a **param** node — or else a **constant**
@@ -498,12 +499,16 @@ for program in (branchy, shapes_only):
 #   `__float__`, `tolist`, `numpy`;
 # - the calls whose result's shape depends on the values: `nonzero`, `argwhere`, `unique`,
 #   `unique_consecutive`, `masked_select`, and `getitem` when its index (`args[1]`, or one of the
-#   items of `args[1]` when it is a tuple) is a tensor of dtype `torch.bool`.
+#   items of `args[1]` when it is a tuple) is a tensor of dtype `torch.bool`;
+# - the calls that draw random numbers: `rand`, `randn`, `rand_like`, `randn_like`, `randint`,
+#   `randint_like`, `randperm`, `bernoulli`, `normal`, `multinomial`. Dynamo keeps them in its
+#   graph (it replays the generator's state); our graphs cannot: recorded, two `rand_like(x)`
+#   calls look like one repeated computation, and CSE (notebook 08) would merge them.
 #
 # Record everything else — shape reads (`x.shape`, `x.size(0)`, `len(x)`) included. The check
 # runs programs through `tc.compile` with your rule and compares with `torch._dynamo.explain`: a
 # program Dynamo breaks must run eagerly, one it captures whole must be compiled and give eager's
-# result. **Forbidden**: the library's own `refusal`. numpy is not needed.
+# result; a program that draws random numbers must run eagerly, with eager's numbers. **Forbidden**: the library's own `refusal`. numpy is not needed.
 
 # %% nbgrader={"grade": false, "grade_id": "refusal", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def refusal(op, args, kwargs):
@@ -512,6 +517,9 @@ def refusal(op, args, kwargs):
         return f"data-dependent Python: Tensor.{op} reads a tensor's values into Python"
     if op in {"nonzero", "argwhere", "unique", "unique_consecutive", "masked_select"}:
         return f"data-dependent shape: {op} returns a shape that depends on the values"
+    if op in {"rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "randperm", "bernoulli",
+              "normal", "multinomial"}:
+        return f"randomness: {op} draws fresh random numbers at every call"
     if op == "getitem" and len(args) > 1:
         index = args[1] if isinstance(args[1], tuple) else (args[1],)
         if any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in index):

@@ -677,7 +677,9 @@ draw_side_by_side([captured, folded], ["captured", "conv+bn folded, then DCE"])
 # BatchNorm2d model, with `tensorcraft.substitute(fold_conv_bn=...)`, against torch's own folded
 # convolution. **Forbidden:** torch's `fuse_conv_bn_weights`, `fuse_conv_bn_eval` and torch.fx's
 # `fuse`, and the library's own `fold_conv_bn` (under any name). Compute the folded weights with
-# torch operations; numpy is not needed.
+# torch operations; numpy is not needed. A new tensor you create needs the inputs' dtype and device:
+# one case runs on the `meta` device (tensors with a shape and a dtype but no values), so that a
+# tensor created on the CPU whatever the inputs' device shows without a GPU.
 
 # %% nbgrader={"grade": false, "grade_id": "fold_conv_bn", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def fold_conv_bn(weight, bias, running_mean, running_var, gamma, beta, eps):

@@ -502,7 +502,9 @@ plot_timeline(graph, plan, "memory over the steps of the compiled five-layer mod
 # returned values never sit in a slot; that the plan uses the fewest slots possible (the most values
 # alive at once) and that its peak stays within what that many slots need; and that the results
 # equal eager PyTorch's. You may use plain Python; numpy is not needed. The library's own
-# `plan_memory` is forbidden.
+# `plan_memory` is forbidden. A slot lives on its value's device (`node.device`): one case runs on
+# the `meta` device (tensors with a shape and a dtype but no values), so that a slot created on the
+# CPU whatever the values' device shows without a GPU.
 
 # %% nbgrader={"grade": false, "grade_id": "plan_memory", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def my_plan_memory(graph):

@@ -149,7 +149,8 @@ print(python_backend.python_source(norm_kernel))
 #
 # The check compiles models with `tc.compile(model, backend="python")` while
 # `tc.substitute(python_source=your_function)` is in force, so that the backend executes your
-# source. Before each call the output buffers are filled with NaN: an output you do not write shows.
+# source, on programs with broadcast, transposed, float64 inputs and infinite constants. Before each
+# call the output buffers are filled with NaN: an output you do not write shows.
 # The library's `python_source` cannot be called from your function while the check runs.
 # Your function builds a string: numpy is not needed.
 
@@ -269,7 +270,9 @@ for buffer in ([3, 4, 5], [1, 4, 1], [3, 1, 5], [1, 1, 5]):
 # The check compiles models with `tc.compile(model, backend="c")` while
 # `tc.substitute(c_source=your_function)` is in force: the C compiler compiles your source and the
 # model's fused kernels run it, on broadcast, transposed (the wrapper makes them contiguous first)
-# and float64 inputs, against eager PyTorch. Output buffers are filled with NaN before each call.
+# and float64 inputs, and on infinite constants, against eager PyTorch. Output buffers are filled
+# with NaN before each call. C kernels run on the CPU only (on a GPU the Triton printer takes their
+# place), so this check has no CUDA cases and no device to get wrong.
 # The library's `c_source` and its printer's methods cannot be called while the check runs.
 # Your function builds a string: numpy is not needed.
 
@@ -488,7 +491,9 @@ print(wrapper_text[kernel_start: kernel_start + 1500])
 # input, two results) with `tc.substitute(generate_wrapper=your_function)`, compares with eager,
 # and reads your source: every value in `plan.slot_of` must be assigned a view of its `_slot<k>`,
 # and every intermediate that `plan.frees_after` lists (and that is not in a slot) must be deleted
-# before the next value is allocated. Your function builds a string: numpy is not needed, and the
+# before the next value is allocated. One group runs on the `meta` device (tensors with shapes and
+# no data; its kernels run through the Python backend), so that a buffer allocated on the CPU
+# whatever the model's device shows without a GPU. Your function builds a string: numpy is not needed, and the
 # library's own `generate_wrapper` cannot be called while the check runs.
 
 # %% nbgrader={"grade": false, "grade_id": "generate_wrapper", "locked": false, "schema_version": 3, "solution": true, "task": false}

@@ -170,7 +170,9 @@ print("and back:", torch.equal(tc.rearrange(heads_first, "b h t e -> b t (h e)")
 # `nn.MultiheadAttention` and torch's transformer layers, under any name (`torch.ops.aten.einsum`, a
 # reference kept in a dict: the check watches the operations). numpy is not allowed: stay with
 # torch tensors. The check compares your function with
-# `F.scaled_dot_product_attention` on the heads split the same way, in float64 and float32.
+# `F.scaled_dot_product_attention` on the heads split the same way, in float64 and float32. The mask
+# lives on the scores' device: one case runs on the `meta` device (tensors with a shape and a dtype
+# but no values), so that a mask created on the CPU whatever the inputs' device shows without a GPU.
 
 # %% nbgrader={"grade": false, "grade_id": "attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def attention(q, k, v, heads, causal=False):
@@ -447,16 +449,20 @@ with torch.no_grad():
 #   frozen graph) it is computed once, at compile time, and baked in;
 # - `"decompose"`: softmax and layer norm become elementwise ops and reductions, which fusion can
 #   see (it is not a default pass; the benchmark below shows why);
-# - `"cse"` and `"dce"`: one node per repeated computation, and no node that nothing reads (the
-#   inner views your pass left unread go here);
-# - `"fusion"`: groups elementwise ops into kernels.
+# - `"dce"`: no node that nothing reads (the inner views your pass left unread, and what constant
+#   folding replaced, go here);
+# - `"fusion"`: groups elementwise ops into kernels;
+# - `"cse"` (one node per repeated computation) is welcome anywhere, but not required: this block
+#   computes nothing twice, so it finds nothing wherever it runs.
 #
-# Write `make_pipeline(view_pass)`, returning the list of passes in an order in which each one does
-# its part: the function `view_pass` itself (not the name `"views"`, which is the library's) and the
-# names above. The check compiles the library's block with your list (its own `view_pass` records
-# that it ran), and compares with eager and with what the passes reach in a working order: no view
-# of a view, no call that reads no input, no softmax or layer norm left whole, and as many fused
-# kernels. numpy is not needed.
+# Write `make_pipeline(view_pass)`, returning a list that holds the function `view_pass` itself (not
+# the name `"views"`, which is the library's), `"constant_folding"`, `"decompose"`, `"dce"` and
+# `"fusion"`, each once, in an order in which **each one changes the graph where it runs** (a pass
+# placed where it finds nothing to do counts as missing). The check compiles the library's block
+# with your list (its own `view_pass` records that it ran), records which passes changed the graph,
+# and compares with eager and with what the passes reach in a working order: no view of a view, no
+# call that reads no input, no softmax or layer norm left whole, and as many fused kernels. numpy
+# is not needed.
 
 # %% nbgrader={"grade": false, "grade_id": "make_pipeline", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def make_pipeline(view_pass):

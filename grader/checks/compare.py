@@ -28,6 +28,11 @@ def _dtype_name(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def has_data(value: Any) -> bool:
+    """False for a tensor on the ``meta`` device: it has a shape and a dtype but no values."""
+    return not (isinstance(value, torch.Tensor) and value.device.type == "meta")
+
+
 def _as_numpy(value: torch.Tensor | np.ndarray) -> np.ndarray:
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu()
@@ -138,6 +143,8 @@ def _array_mismatch(expected: torch.Tensor | np.ndarray, got: Any) -> str | None
         return f"expected dtype {_dtype_name(expected.dtype)}, got dtype {_dtype_name(got.dtype)}"
     if isinstance(expected, torch.Tensor) and got.device.type != expected.device.type:
         return f"expected a result on {expected.device.type}, got one on {got.device.type}"
+    if not has_data(expected):  # meta: the kind is all there is to compare
+        return None
     e, g = _as_numpy(expected), _as_numpy(got)
     rtol, atol = TOLERANCES.get(_dtype_name(expected.dtype), (0.0, 0.0))
     close = np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
@@ -167,6 +174,8 @@ def changed(before: Any, after: Any) -> str | None:
             return f"its shape changed from {tuple(before.shape)} to {tuple(after.shape)}"
         if _dtype_name(after.dtype) != _dtype_name(before.dtype):
             return f"its dtype changed from {_dtype_name(before.dtype)} to {_dtype_name(after.dtype)}"
+        if not (has_data(before) and has_data(after)):
+            return None
         b, a = _as_numpy(before), _as_numpy(after)
         if not np.array_equal(b, a, equal_nan=True):
             if b.ndim == 0:

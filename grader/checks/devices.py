@@ -1,7 +1,13 @@
-"""The devices a check runs on: the CPU always, CUDA where ``torch.cuda.is_available()``.
+"""The devices a check runs on: the CPU always, CUDA where ``torch.cuda.is_available()``, and
+``meta`` where an exercise asks for it.
 
 A grade never depends on the grading machine having a GPU: CUDA cases that cannot run are
-reported as *pending* — never as passed, and never as failed.
+reported as *pending* — never as passed, and never as failed. Yet the commonest device mistake,
+a result created on the CPU whatever the input's device (``torch.zeros(n)`` without
+``device=x.device``), shows without a GPU: on ``meta`` tensors (shapes and dtypes, no data) torch
+runs every operation, and a CPU tensor among them is refused or comes back on the wrong device. An
+exercise that creates tensors runs some cases on meta too (``Exercise.on_meta``); there only the
+results' kind (type, shape, dtype, device) is compared.
 """
 from __future__ import annotations
 
@@ -18,6 +24,9 @@ class Device:
     name: str          # "cpu" or "cuda"
     available: bool
     reason: str = ""   # why it is not available
+
+
+META = "meta"   # always available; results are compared by kind only (compare.mismatch)
 
 
 def devices(cuda_available: bool | None = None) -> list[Device]:

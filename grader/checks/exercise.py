@@ -3,17 +3,20 @@
 An :class:`Exercise` says where ground truth comes from (the real tool), which cases to run in
 public and which to draw at random for the hidden test, which functions are forbidden while the
 learner's code runs, and the hint to give when no known mistake explains a wrong result.
-:meth:`Exercise.check` runs it all on every device, prints one line per group of cases, and
-raises ``AssertionError`` when anything failed, which is how nbgrader scores the cell 0.
-
 A failing case's hint is the hint of the first known mistake (mutant) that, like the learner's
-answer, passes the group's earlier cases and gives the learner's result, or raises the learner's
-error (same type and message), on that case; only when none does is it a fallback (the hint an exercise gives for an error type, the result's kind, the exercise's own).
-Only a bare ``raise NotImplementedError()`` is the release's stub.
+answer, passes the group's earlier cases and gives the learner's result, raises the learner's
+error (same type and message) or makes the same edit of an input, on that case; only then is its
+cause established. Otherwise it is a fallback (the hint an exercise gives for an error type, the
+result's kind, the exercise's own), and the report says plainly what happened. Only a bare
+``raise NotImplementedError()`` is the release's stub.
+:meth:`Exercise.check` runs it all on every device (some cases also on ``meta``: see ``on_meta``),
+prints one line per group of cases, and raises ``AssertionError`` when anything failed, which is how
+nbgrader scores the cell 0.
 """
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -23,7 +26,7 @@ import torch
 from .. import progress
 from ..mutants import mutants_for
 from .compare import changed, describe, difference, kind_hint, mismatch
-from .devices import clone, devices, to_device
+from .devices import META, clone, devices, to_device
 from .ops import forbidden_ops
 from .report import (CHANGED_INPUT, FAIL, FORBIDDEN, NO_ERROR, NOT_IMPLEMENTED, PASS, PENDING, RAISED, WRONG_ERROR,
                      WRONG_RESULT, CheckReport, GroupOutcome)
@@ -38,6 +41,9 @@ def is_stub(error: BaseException) -> bool:
     """The release's stub raises a bare ``NotImplementedError()``. One with a message is a deliberate
     error like any other (einops raises one for the mean of integers), which a case may expect."""
     return isinstance(error, NotImplementedError) and not error.args
+
+
+TEMPORARY = re.compile(r"tmp[A-Za-z0-9_]{6,}")
 
 
 IN_PLACE_HINT = ("return a new result and leave the inputs as they were, as the real tools do: "
@@ -60,6 +66,12 @@ def one_line(error: BaseException) -> BaseException:
     return error
 
 
+def _same_words(one: str, other: str) -> bool:
+    """Two error messages that differ at most in the names of temporary folders (a compiler's message
+    names the file it compiled) say the same thing."""
+    return TEMPORARY.sub("tmp", one) == TEMPORARY.sub("tmp", other)
+
+
 def call_directly(learner_fn: Callable[..., Any], *args: Any) -> Any:
     """The default way a check runs the learner's code: call it on the case's arguments."""
     return learner_fn(*args)
@@ -76,6 +88,16 @@ class Group:
     title: str                   # e.g. "vectors of different lengths"
     cases: list[Case]
     cpu_only: bool = False       # cases no CUDA kernel exists for (an integer matrix product): not run on CUDA
+
+
+def on_meta(public: Callable[[], list[Group]], *positions: tuple[int, int]) -> Callable[[], list[Group]]:
+    """For ``Exercise.on_meta``: the public cases at ``positions`` ((group, case) pairs; default the first
+    case of the first group), as one group run on the meta device."""
+    def groups() -> list[Group]:
+        cases = public()
+        chosen = [cases[g].cases[c] for g, c in (positions or ((0, 0),))]
+        return [Group("on the meta device: new tensors on the inputs' device (shapes only, no GPU needed)", chosen)]
+    return groups
 
 
 @dataclass
@@ -100,6 +122,10 @@ class Exercise:
     # Names of the items of a result that ``call`` makes up (("your answer", "tc.einsum's result")):
     # a difference in item 0 is then said as "your answer: ...", not "result[0]: ...".
     parts: tuple[str, ...] = ()
+    # Cases also run on the ``meta`` device (shapes, dtypes and devices, no data), public and hidden alike: a
+    # result created on the CPU whatever the input's device is caught without a GPU (see devices.META).
+    on_meta: Callable[[], list[Group]] | None = None
+    in_place_hint: str = IN_PLACE_HINT  # given when an input changed and no known mistake explains how
 
     @property
     def name(self) -> str:
@@ -133,6 +159,8 @@ class Exercise:
                                                        f"pending: {device.reason}"))
                     continue
                 report.outcomes.append(self._run_group(learner_fn, group, device.name))
+        for group in (self.on_meta() if self.on_meta else []):
+            report.outcomes.append(self._run_group(learner_fn, group, META))
         return report
 
     def _run_group(self, learner_fn: Callable[..., Any], group: Group, device: str) -> GroupOutcome:
@@ -174,10 +202,10 @@ class Exercise:
                 wanted = f" (expected {case.raises.__name__})" if case.raises else ""
                 return fail(WRONG_ERROR if case.raises else RAISED,
                             f"raised {type(error).__name__}{wanted}: {_first_line(error)}", hint, error=error, **at)
-            edited = next((f"argument {i}{c if c.startswith('[') else ': ' + c}"
-                           for i, (a, b) in enumerate(zip(args, inputs), start=1) if (c := changed(a, b))), None)
+            edited = _edit(args, inputs)
             if edited:
-                return fail(CHANGED_INPUT, f"your function changed its input in place ({edited})", IN_PLACE_HINT, **at)
+                return fail(CHANGED_INPUT, f"your function changed its input in place ({edited})",
+                            self._diagnose_edit(args, edited, earlier) or self.in_place_hint, **at)
             if case.raises is not None:
                 return fail(NO_ERROR, f"must raise {case.raises.__name__}, but your function returned "
                                       f"{describe(got, 80)}", self._known_result(args, got, earlier) or self.hint, **at)
@@ -271,7 +299,7 @@ class Exercise:
                 with self._guarded():
                     self.call(wrong.fn, *clone(args))
             except Exception as theirs:
-                if type(theirs) is type(error) and str(theirs) == str(error):
+                if type(theirs) is type(error) and _same_words(str(theirs), str(error)):
                     return wrong.hint
         return None
 
@@ -284,6 +312,24 @@ class Exercise:
                 return wrong.hint
         return None
 
+    def _diagnose_edit(self, args: tuple, edited: str, earlier: list = ()) -> str | None:
+        """The hint of the first known mistake that changes these inputs the same way."""
+        for wrong in self._known_mistakes(earlier):
+            inputs = clone(args)
+            try:
+                with self._guarded():
+                    self.call(wrong.fn, *inputs)
+            except Exception:
+                continue
+            if _edit(args, inputs) == edited:
+                return wrong.hint
+        return None
+
+
+def _edit(args: tuple, inputs: tuple) -> str | None:
+    """Which argument the call changed in place, and how; None when none changed."""
+    return next((f"argument {i}{c if c.startswith('[') else ': ' + c}"
+                 for i, (a, b) in enumerate(zip(args, inputs), start=1) if (c := changed(a, b))), None)
 
 
 def _first_line(error: BaseException, most: int = 3) -> str:

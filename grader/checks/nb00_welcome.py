@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .exercise import Case, Exercise, Group
+from .exercise import Case, Exercise, Group, on_meta
 
 # ---------------------------------------------------------------- demo: square (not graded)
 
@@ -97,6 +97,7 @@ OUTER = Exercise(
     # and the other tools that compute an outer product in one call; numpy is not allowed
     forbidden_ops=("outer", "ger", "einsum", "tensordot", "kron"),
     numpy_allowed=False,
+    on_meta=on_meta(_outer_public),
     extra_hints={RuntimeError: "the shapes did not broadcast to (n, m): a[:, None] has shape (n, 1) and "
                                "b[None, :] has shape (1, m), and their product has shape (n, m); an in-place "
                                "write (x *= ..., out[...] = ...) cannot grow a tensor to that shape"},
@@ -158,6 +159,7 @@ NORMALIZE_ROWS = Exercise(
     forbidden=("torch.nn.functional.normalize",),
     forbidden_ops=("normalize",),
     numpy_allowed=False,
+    on_meta=on_meta(_normalize_public),
     extra_hints={RuntimeError: "the row sums must broadcast against x: keep the summed axis "
                                "(keepdim=True) so that they have shape (rows, 1)"},
 )

@@ -14,7 +14,8 @@ Three stages of ``tensorcraft.compile``, each run inside the real pipeline with
   or "reused".
 * ``refusal`` (which calls capture must not record): ground truth is ``torch._dynamo.explain``: a
   program Dynamo breaks into several graphs must make ``tensorcraft.compile`` fall back to eager,
-  and one that Dynamo captures whole must compile, with eager's result.
+  and one that Dynamo captures whole must compile, with eager's result. Random draws are the
+  exception: Dynamo keeps them (it replays the generator's state), tensorcraft must refuse them.
 
 While the learner's code runs, the library's own versions of the stage, capture's recorder and
 torch.fx's tracing are tripwires.
@@ -116,7 +117,8 @@ def _straight_line(steps: tuple, outputs: tuple) -> Callable:
 
 def build_program(spec: tuple, device: torch.device) -> Callable:
     """("zoo", name, constructor arguments, seed) -> a model in eval mode, float64, on ``device``;
-    ("steps", steps, outputs) -> a plain function."""
+    ("steps", steps, outputs) -> a plain function of x; ("number first", k, steps, outputs) -> a plain
+    function of (k, x) that runs the steps on x * k (a Python number before the tensor)."""
     if spec[0] == "zoo":
         _, name, sizes, seed = spec
         torch.manual_seed(seed)
@@ -127,7 +129,15 @@ def build_program(spec: tuple, device: torch.device) -> Callable:
                     module.running_mean.uniform_(-0.5, 0.5)
                     module.running_var.uniform_(0.5, 2.0)
         return model.double().eval().to(device)
+    if spec[0] == "number first":
+        steps = _straight_line(spec[2], spec[3])
+        return lambda k, x: steps(x * k)
     return _straight_line(spec[1], spec[2])
+
+
+def program_args(spec: tuple, x: torch.Tensor) -> tuple:
+    """The arguments a program of ``spec`` is called with: x, or (k, x)."""
+    return (spec[1], x) if spec[0] == "number first" else (x,)
 
 
 # ---------------------------------------------------------------- exercise 1: capture (ground truth: torch.fx)
@@ -156,11 +166,11 @@ def _fx_name(node: torch.fx.Node) -> str:
     return name[:-1] if is_inplace_name(name) else name
 
 
-def fx_truth(program: Callable, x: torch.Tensor) -> tuple[list[str], list[str]]:
-    """(the op sequence, the module tensors read) of ``program`` traced by torch.fx."""
+def fx_truth(program: Callable, *args: Any) -> tuple[list[str], list[str]]:
+    """(the op sequence, the module tensors read) of ``program`` traced by torch.fx on ``args``."""
     root = program if isinstance(program, torch.nn.Module) else torch.nn.Module()
     graph_module = torch.fx.GraphModule(root, _IntoModules().trace(program))
-    ShapeProp(graph_module).propagate(x)
+    ShapeProp(graph_module).propagate(*args)
     ops, params = [], set()
     for node in graph_module.graph.nodes:
         if node.op in ("call_function", "call_method", "call_module") and "tensor_meta" in node.meta:
@@ -174,9 +184,9 @@ def fx_truth(program: Callable, x: torch.Tensor) -> tuple[list[str], list[str]]:
 
 def _capture_reference(spec: tuple, x: torch.Tensor, x2: torch.Tensor) -> tuple:
     program = build_program(spec, x.device)
-    ops, params = fx_truth(program, x)
+    ops, params = fx_truth(program, *program_args(spec, x))
     with torch.no_grad():
-        return ops, params, program(x), program(x2)
+        return ops, params, program(*program_args(spec, x)), program(*program_args(spec, x2))
 
 
 def _module_tensors(program: Callable) -> dict[str, torch.Tensor]:
@@ -198,7 +208,7 @@ def _through_compile(learner_capture: Callable, spec: tuple, x: torch.Tensor, x2
 
     with torch.no_grad():
         with tensorcraft.substitute(capture=spy):
-            first = tensorcraft.compile(program, backend="python")(x)
+            first = tensorcraft.compile(program, backend="python")(*program_args(spec, x))
         if not recorded:
             raise RuntimeError("tensorcraft.compile never called your capture")
         captured = recorded[-1]
@@ -209,7 +219,7 @@ def _through_compile(learner_capture: Callable, spec: tuple, x: torch.Tensor, x2
         params = sorted(n.target for n in graph.params)
         tensors = _module_tensors(program)
         replay = compile_graph(graph, backend="python")
-        second = replay.run([x2], [tensors[name] for name in replay.param_names])
+        second = replay.run(list(program_args(spec, x2)), [tensors[name] for name in replay.param_names])
     return ops, params, first, second
 
 
@@ -229,6 +239,10 @@ def _capture_public() -> list[Group]:
     return [
         Group("functions, methods and operators", [
             _capture_case(("steps", operators, (5,)), (3, 4), g, "x.sin(), 2 - v, v * x, torch.tanh, v / 3"),
+        ]),
+        Group("a Python number among the arguments: placeholders are numbered over every argument", [
+            _capture_case(("number first", 3.0, (("method", "sin", (0,), None), ("binary", "mul", (1, 0), None)), (2,)),
+                          (3, 4), g, "f(k, x) called as f(3.0, x): v = x * k; v.sin() * v"),
         ]),
         Group("in-place updates of intermediates (t.relu_(), t += 1)", [
             _capture_case(("steps", inplace, (4,)), (3, 4), g, "t = x * 2; t.relu_(); t += 1.5; t + x"),
@@ -295,6 +309,10 @@ def _capture_hidden(g: torch.Generator) -> list[Group]:
         steps, outputs = random_steps(g, width)
         programs.append(_capture_case(("steps", steps, outputs), (1 + _draw(g, 4), width), g,
                                       f"random program of {len(steps)} steps"))
+    steps, outputs = random_steps(g, 2)
+    k = (2, 0.5, -1.5)[_draw(g, 3)]
+    programs.append(_capture_case(("number first", k, steps, outputs), (1 + _draw(g, 4), 2), g,
+                                  f"f(k, x) called with k = {k}: a random program of {len(steps)} steps on x * k"))
     models = []
     for _ in range(3):
         spec, shape = _random_model(g)
@@ -547,7 +565,25 @@ WHOLE = {
     "integer index tensor x[x[:, 0].argsort()]": lambda x: x[x[:, 0].argsort()] * 2 + x,
     "integer index tensor in a tuple x[:, x[0].argsort()]": lambda x: x[:, x[0].argsort()] - x,
 }
-PROGRAMS = BREAKING | WHOLE
+# Programs that draw random numbers. Dynamo keeps them in one graph (it replays the generator's state);
+# tensorcraft's graphs cannot: a replayed graph would draw as the compiled code does, and CSE would merge
+# two draws into one (x + rand_like(x) - rand_like(x) would return x). So capture refuses them: the
+# ground truth here is "runs eagerly, with eager's numbers", not Dynamo's answer.
+RANDOM = {
+    "two draws x + rand_like(x) - rand_like(x)": lambda x: x + torch.rand_like(x) - torch.rand_like(x),
+    "torch.randn(x.shape)": lambda x: x * torch.randn(x.shape, dtype=x.dtype, device=x.device),
+    "torch.bernoulli(p)": lambda x: torch.bernoulli(torch.sigmoid(x)) * x,
+}
+PROGRAMS = BREAKING | WHOLE | RANDOM
+
+
+@contextlib.contextmanager
+def _seeded(device: torch.device) -> Iterator[None]:
+    """The generator of ``device`` seeded with 0, its state restored afterwards: eager and the compiled
+    program draw the same numbers, and the learner's own generator is left as it was."""
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(0)
+        yield
 
 
 def dynamo_breaks(name: str, x: torch.Tensor) -> bool:
@@ -562,8 +598,9 @@ def dynamo_breaks(name: str, x: torch.Tensor) -> bool:
 
 
 def _refusal_reference(name: str, x: torch.Tensor) -> tuple[bool, Any]:
-    with torch.no_grad():
-        return dynamo_breaks(name, x), PROGRAMS[name](x)
+    breaks = True if name in RANDOM else dynamo_breaks(name, x)
+    with torch.no_grad(), _seeded(x.device):
+        return breaks, PROGRAMS[name](x)
 
 
 def _through_capture(learner_refusal: Callable, name: str, x: torch.Tensor) -> tuple[bool, Any]:
@@ -575,7 +612,7 @@ def _through_capture(learner_refusal: Callable, name: str, x: torch.Tensor) -> t
         return answer
 
     compiled = tensorcraft.compile(PROGRAMS[name], backend="python")
-    with torch.no_grad(), tensorcraft.substitute(refusal=spy):
+    with torch.no_grad(), tensorcraft.substitute(refusal=spy), _seeded(x.device):
         result = compiled(x)
     return compiled.stats.compiles == 0, result
 
@@ -592,8 +629,10 @@ def _refusal_public() -> list[Group]:
                                                ("branch on a value", "x.max().item()", "int(x.argmax())",
                                                 "float(x.mean())", "range(x.argmax())")]),
         Group("a result whose shape depends on the values", [_refusal_case(n, x) for n in
-                                                             ("boolean mask x[x > 0]", "torch.unique",
+                                                             ("torch.unique", "boolean mask x[x > 0]",
                                                               "boolean mask in a tuple x[:, x[0] > 0]")]),
+        Group("random numbers: a replayed graph cannot draw them as eager does (and CSE would merge two draws)",
+              [_refusal_case(n, x) for n in RANDOM]),
         Group("shapes, slices, integer index tensors and eval-mode dropout are not values: keep the graph", [
             _refusal_case(n, x) for n in ("arithmetic", "branch on the shape", "x.size(0), x.dim()",
                                           "dropout in eval mode", "indexing with ints and slices",
@@ -603,10 +642,11 @@ def _refusal_public() -> list[Group]:
 
 
 def _refusal_hidden(g: torch.Generator) -> list[Group]:
-    """Five programs that break and five that do not, drawn at random, on inputs of random sizes."""
+    """Five programs that break, five that do not and one that draws random numbers, drawn at random, on
+    inputs of random sizes."""
     names = []
-    for pool in (sorted(BREAKING), sorted(WHOLE)):
-        names += [pool[i] for i in torch.randperm(len(pool), generator=g)[:5].tolist()]
+    for pool, count in ((sorted(BREAKING), 5), (sorted(WHOLE), 5), (sorted(RANDOM), 1)):
+        names += [pool[i] for i in torch.randperm(len(pool), generator=g)[:count].tolist()]
     cases = []
     for i in torch.randperm(len(names), generator=g).tolist():
         shape = (1 + _draw(g, 5), 2 + _draw(g, 4))
@@ -621,8 +661,8 @@ REFUSAL = Exercise(
     hidden=_refusal_hidden,
     hint="the result is (does the call fall back to eager?, its result): refuse the calls that turn a tensor's "
          "values into a Python value (__bool__, item, __int__, __float__, tolist) and those whose result's shape "
-         "depends on the values (nonzero, unique, masked_select, indexing with a boolean mask); record "
-         "everything else, shape reads included",
+         "depends on the values (nonzero, unique, masked_select, indexing with a boolean mask) and those that "
+         "draw random numbers (rand_like, randn, bernoulli...); record everything else, shape reads included",
     forbidden=("tensorcraft.compiler.opnames.refusal.library",),
     extra_hints={
         TypeError: "return None to let capture record the call, or a str saying why it must not",

@@ -52,6 +52,9 @@ GRAPH_RULES_HINT = ("your pass returned a graph that breaks the IR's rules (the 
 # eagerly, under torch.fx.symbolic_trace and under tensorcraft.compile.
 
 SHAPE, WIDTH = (4, 6), 6
+# A tensor the program reads from outside (a global): captured as a constant node, traced by torch.fx as a
+# get_attr. It has no dimensions, so it combines with inputs on any device.
+HALF = torch.tensor(0.5)
 _UNARY = {"sin": torch.sin, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "neg": torch.neg,
           "abs": torch.abs}
 _OPS = {
@@ -67,9 +70,11 @@ _OPS = {
     "stack_sum": lambda a, b, extra: torch.stack([a, b]).sum(0),  # operands inside a list
     "center": lambda a, extra: a - a.mean(extra, keepdim=True),
     "round_trip": lambda a, extra: a.to(extra).to(torch.float32),  # the dtype is an argument
+    "by_half": lambda a, extra: a * HALF,                      # reads a constant tensor
+    "int_scale": lambda a, extra: (a * 4).round().to(torch.int64) * extra,  # integers times a number
 }
 # how many calls each op records (for the learner's report only)
-_CALLS = {"stack_sum": 2, "center": 2, "round_trip": 2}
+_CALLS = {"stack_sum": 2, "center": 2, "round_trip": 2, "int_scale": 4}
 
 
 def run_program(program, *inputs):
@@ -116,6 +121,14 @@ def _our_calls(graph) -> list[str]:
     return [n.op for n in graph.nodes if n.kind == "call"]
 
 
+def _fx_tensors_read(gm: torch.fx.GraphModule) -> str:
+    return f"{sum(1 for n in gm.graph.nodes if n.op == 'get_attr')} constant or parameter node(s)"
+
+
+def _our_tensors_read(graph) -> str:
+    return f"{sum(1 for n in graph.nodes if n.kind in ('constant', 'param'))} constant or parameter node(s)"
+
+
 def _shared_outputs(outputs) -> list[str]:
     """A sentence for each pair of returned tensors that share memory: eager returns none unless the program
     made views."""
@@ -142,12 +155,13 @@ def _compile_with(stage: str, learner_fn, fn, inputs, passes):
 def _dce_reference(program, inputs):
     gm = torch.fx.symbolic_trace(as_function(program))
     gm.graph.eliminate_dead_code()
-    return run_program(program, *inputs), _fx_calls(gm), sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+    return (run_program(program, *inputs), _fx_calls(gm), sum(1 for n in gm.graph.nodes if n.op == "placeholder"),
+            _fx_tensors_read(gm))
 
 
 def _dce_in_the_pipeline(learner_dce, program, inputs):
     out, graph = _compile_with("eliminate_dead_code", learner_dce, as_function(program), inputs, [DCE_STAGE])
-    return out, _our_calls(graph), len(graph.placeholders)
+    return out, _our_calls(graph), len(graph.placeholders), _our_tensors_read(graph)
 
 
 def _program_case(program, note: str = "", seed: int = 0) -> Case:
@@ -167,6 +181,10 @@ def _dce_public() -> list[Group]:
         Group("inputs nothing reads stay (they are the signature)", [
             _program_case(((("sin", (0,), None), ("matmul", (3, 2), None)), (4,), 3), "y is never read"),
             _program_case(((("abs", (1,), None),), (3,), 3), "x and w are never read"),
+        ]),
+        Group("a constant tensor only dead code reads is dead too", [
+            _program_case(((("by_half", (0,), None), ("by_half", (1,), None), ("neg", (0,), None)), (5,), 3),
+                          "x * HALF and y * HALF (HALF a global tensor) are dead; -x is returned"),
         ]),
         Group("values read through a list, kept and dead", [
             _program_case(((("sin", (0,), None), ("tanh", (1,), None), ("stack_sum", (3, 4), None),
@@ -218,8 +236,11 @@ def _random_program(g: torch.Generator, n_steps: int):
 
 
 def _dce_hidden(g: torch.Generator) -> list[Group]:
+    dead_constant = ((("by_half", (_draw(g, 2),), None), ("tanh", (1,), None), ("sin", (0,), None),
+                      ("add", (4, 5), None)), (6,), 3)
     return [Group("random programs", [_program_case(_random_program(g, 3 + _draw(g, 6)), seed=_draw(g, 1000))
-                                      for _ in range(10)])]
+                                      for _ in range(10)]),
+            Group("a dead constant", [_program_case(dead_constant, seed=_draw(g, 1000))])]
 
 
 DCE = Exercise(
@@ -228,8 +249,8 @@ DCE = Exercise(
     public=_dce_public,
     hidden=_dce_hidden,
     hint="walk the nodes from the last to the first: the output node and the placeholders are live; a node is "
-         "live when a live node reads it (node.inputs); remove every call that is not live with graph.remove, "
-         "on graph.copy()",
+         "live when a live node reads it (node.inputs); remove every node that is not live (calls, constants, "
+         "parameters) with graph.remove, on graph.copy()",
     forbidden=("torch.fx.Graph.eliminate_dead_code", "tensorcraft.compiler.passes.dce.eliminate_dead_code.library",
                "tensorcraft.compiler.passes.dce.eliminate_dead_code"),
     extra_hints={ValueError: GRAPH_RULES_HINT},
@@ -286,6 +307,9 @@ def _cse_public() -> list[Group]:
             _cse_case(((("sin", (0,), None), ("sin", (1,), None), ("stack_sum", (3, 4), None),
                         ("stack_sum", (4, 3), None), ("sub", (5, 6), None)), (7,), 3),
                       "stack([a, b]) and stack([b, a]): the order inside the list matters"),
+            _cse_case(((("int_scale", (0,), 2), ("int_scale", (0,), 2.0), ("add", (3, 4), None)), (5,), 3),
+                      "n * 2 and n * 2.0 with n = (x * 4).round().to(torch.int64): 2 == 2.0, yet the first is "
+                      "int64 and the second float32", against_fx=False),  # fx's CSEPass merges them: eager decides
         ]),
         Group("two returned values stay two tensors", [
             _cse_case(((("sin", (0,), None), ("sin", (0,), None)), (3, 4), 3),
@@ -320,8 +344,10 @@ def _cse_hidden(g: torch.Generator) -> list[Group]:
     return [
         Group("random programs with repeated steps", [_cse_case(_random_cse_program(g), seed=_draw(g, 1000))
                                                       for _ in range(8)]),
-        Group("same op, different arguments", [_cse_case(_near_duplicates(g, op), seed=_draw(g, 1000))
-                                               for op in ("scale", "softmax", "gelu", "stack_sum", "round_trip")]),
+        Group("same op, different arguments", [_cse_case(_near_duplicates(g, op), seed=_draw(g, 1000),
+                                                         against_fx=op != "int_scale")
+                                               for op in ("scale", "softmax", "gelu", "stack_sum", "round_trip",
+                                                          "int_scale")]),
         Group("two returned values stay two tensors", [
             _cse_case(((("scale", (1,), 2.0), ("tanh", (3,), None), ("scale", (1,), 2.0), ("tanh", (5,), None)),
                        (4, 6), 3), against_fx=False),
@@ -339,12 +365,12 @@ def _near_duplicates(g: torch.Generator, op: str):
         steps += [("neg", (source,), None), ("stack_sum", (3, 4), None), ("stack_sum", (4, 3), None)]
     else:
         first, second = {"scale": (0.5, -1.0), "softmax": (0, -1), "gelu": ("none", "tanh"),
-                         "round_trip": (torch.float16, torch.bfloat16)}[op]
-        if _draw(g, 2):
+                         "round_trip": (torch.float16, torch.bfloat16), "int_scale": (3, 3.0)}[op]
+        if _draw(g, 2) and op != "int_scale":  # int first: the merged result would be int64, not float32
             first, second = second, first
         steps += [(op, (3,), first), (op, (3,), second)]
     n = 3 + len(steps)
-    steps.append(("sub", (n - 2, n - 1), None))
+    steps.append(("add" if op == "int_scale" else "sub", (n - 2, n - 1), None))
     return tuple(steps), (n,), 3
 
 
@@ -354,7 +380,7 @@ CSE = Exercise(
     public=_cse_public,
     hidden=_cse_hidden,
     hint="two call nodes are the same when their target and all their arguments are the same: earlier nodes by "
-         "identity, numbers, strings, dims and keywords by value, lists item by item; keep the first, point the "
+         "identity, numbers, strings, dims and keywords by type and value, lists item by item; keep the first, point the "
          "readers of the second at it (graph.replace_all_uses), then remove the second; two nodes that are both "
          "returned stay apart",
     forbidden=("torch.fx.passes.dialect.common.cse_pass.CSEPass",
@@ -493,9 +519,9 @@ _FOLD_CHAIN = [("scale", (1,), 2.0), ("arange", (), 0.1), ("add", (3, 4), None),
 def _fold_public() -> list[Group]:
     return [
         Group("parameters and factories are constants in eval mode without gradients", [
-            _fold_case(_FOLD_CHAIN, (7,), "x @ (p * 2 + arange(6) * 0.1) + q: one matmul and one add are left"),
             _fold_case([("tanh", (2,), None), ("sigmoid", (3,), None), ("mul", (0, 4), None)], (5,),
                        "x * sigmoid(tanh(q)): a chain of two constant calls"),
+            _fold_case(_FOLD_CHAIN, (7,), "x @ (p * 2 + arange(6) * 0.1) + q: one matmul and one add are left"),
             _fold_case([("ones", (), 3.0), ("sub", (0, 3), None), ("softmax", (1,), -1), ("matmul", (4, 5), None)],
                        (6,), "(x - ones(6) * 3) @ softmax(p)"),
         ]),
@@ -614,7 +640,7 @@ def check_fold_constants(fold_constants, hidden: bool = False) -> None:
 def _conv_bn_model(weight, bias, running_mean, running_var, gamma, beta, eps) -> nn.Sequential:
     """Conv2d (no bias when ``bias`` is all zeros) -> BatchNorm2d in eval mode, holding the case's tensors."""
     out, cin, kh, kw = weight.shape
-    has_bias = bool(bias.abs().sum() > 0)
+    has_bias = weight.device.type == "meta" or bool(bias.abs().sum() > 0)  # meta tensors hold no values
     conv = nn.Conv2d(cin, out, (kh, kw), padding=1, bias=has_bias).to(weight.dtype).to(weight.device)
     bn = nn.BatchNorm2d(out, eps=eps).to(weight.dtype).to(weight.device)
     with torch.no_grad():
@@ -642,12 +668,25 @@ def _fold_conv_bn_reference(weight, bias, running_mean, running_var, gamma, beta
         return w.detach(), b.detach(), fused(_image(weight)), left
 
 
+class BroadcastError(RuntimeError):
+    """torch refused to broadcast two shapes inside the learner's function (its message says which)."""
+
+
 def _fold_conv_bn_in_the_pipeline(learner_fold, weight, bias, running_mean, running_var, gamma, beta, eps):
-    """The learner's result, then the learner's function inside fold_conv_batchnorm on a Conv2d -> BatchNorm2d."""
+    """The learner's result, then the learner's function inside fold_conv_batchnorm on a Conv2d -> BatchNorm2d
+    (only when the result has the kind of torch's: a new weight and bias of the inputs' shapes, dtype, device)."""
     model = _conv_bn_model(weight, bias, running_mean, running_var, gamma, beta, eps)
-    got = learner_fold(weight, bias, running_mean, running_var, gamma, beta, eps)
+    try:
+        got = learner_fold(weight, bias, running_mean, running_var, gamma, beta, eps)
+    except RuntimeError as error:
+        if "must match the size" in str(error):  # torch's own words when two shapes do not broadcast
+            raise BroadcastError(str(error)) from None
+        raise
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         return got
+    if any(not isinstance(g, torch.Tensor) or g.shape != e.shape or g.dtype != e.dtype or g.device != e.device
+           for g, e in zip(got, (weight, bias))):
+        return got  # the comparison says what differs; the pipeline would only fail on it
     compiled = tensorcraft.compile(model, passes=[CONV_BN_PASS, DCE_STAGE])
     with torch.no_grad(), tensorcraft.substitute(fold_conv_bn=learner_fold):
         out = compiled(_image(weight))
@@ -683,6 +722,13 @@ def _bn_public() -> list[Group]:
     ]
 
 
+def _bn_meta() -> list[Group]:
+    g = torch.Generator().manual_seed(80)
+    return [Group("on the meta device: new tensors on the inputs' device", [
+        _bn_case(3, 2, (3, 3), torch.float32, 1e-5, g, note="3 filters of 2 x 3 x 3, on meta (shapes only, no GPU needed)"),
+    ])]
+
+
 def _bn_hidden(g: torch.Generator) -> list[Group]:
     cases = []
     for i in range(8):
@@ -706,9 +752,10 @@ FOLD_CONV_BN = Exercise(
                "torch.nn.utils.fusion.fuse_conv_bn_eval", "torch.nn.utils.fuse_conv_bn_eval",
                "torch.fx.experimental.optimization.fuse",
                "tensorcraft.compiler.passes.conv_bn.fold_conv_bn.library"),  # the library's own, under any name
-    extra_hints={RuntimeError: "a shape does not broadcast: the scale has one number per output channel "
-                               "(weight's first axis); reshape it to (out, 1, 1, 1) to scale the weight"},
+    extra_hints={BroadcastError: "two shapes do not broadcast: the scale has one number per output channel "
+                                 "(weight's first axis); reshape it to (out, 1, 1, 1) to scale the weight"},
     call=_fold_conv_bn_in_the_pipeline,
+    on_meta=_bn_meta,
 )
 
 

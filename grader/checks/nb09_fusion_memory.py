@@ -541,6 +541,8 @@ MIXED = Program(("h = torch.tanh(x * 2.0 + b)", "s = h.sum(-1, keepdim=True) * 0
                  "t = torch.sigmoid(m - s) + 1.0", "u = torch.tanh(t @ w) * 2.0", "return u @ w"))
 DOUBLES = Program(("d = (torch.exp(x.double()) + 1.0) * 0.5", "h = torch.tanh(d.float() @ w) + 1.0",
                    "e = torch.sin(h.double() @ w.double()) * 2.0", "return torch.relu(e.float() @ w) * 3.0"))
+SMALL_THEN_BIG = Program(("s = (torch.tanh(x) * 2.0).sum(-1, keepdim=True)", "m = s @ w[:1]",
+                          "return torch.sigmoid(m * 2.0 + 1.0) @ w"))
 LONG_CHAIN = Program(tuple("x = torch.tanh(x * 2.0 + 1.0) @ w" for _ in range(5)) + ("return x",))
 
 
@@ -561,15 +563,23 @@ def _plan_public() -> list[Group]:
         ]),
         Group("slots of the right dtype and size; returned values stay out", [
             _plan_case(MIXED, g, "a [rows, 1] sum buffer, then [rows, cols] buffers"),
+            _plan_case(SMALL_THEN_BIG, g, "a [rows, 1] buffer dies; the only free slot must grow for a [rows, cols] one"),
             _plan_case(DOUBLES, g, "float64 and float32 kernels"),
             _plan_case(RETURNED_VIEW, g, "h is returned (through a view)"),
         ]),
     ]
 
 
+def _plan_meta() -> list[Group]:
+    g = torch.Generator().manual_seed(901)
+    return [Group("on the meta device: slots on the values' device (shapes only, no GPU needed)",
+                  [_plan_case(MIXED, g, "a [rows, 1] sum buffer, then [rows, cols] buffers, on meta tensors")])]
+
+
 def _plan_hidden(g: torch.Generator) -> list[Group]:
     return [Group("random programs", [_plan_case(random_program(g, 6 + _draw(g, 6)), g) for _ in range(12)]),
-            Group("sizes, dtypes, views", [_plan_case(p, g) for p in (MIXED, DOUBLES, VIEWS, ROWS_THEN_MORE)])]
+            Group("sizes, dtypes, views", [_plan_case(p, g) for p in (MIXED, DOUBLES, VIEWS, ROWS_THEN_MORE,
+                                                                      SMALL_THEN_BIG)])]
 
 
 PLAN_MEMORY = Exercise(
@@ -599,6 +609,7 @@ PLAN_MEMORY = Exercise(
     call=_run_with_planner,
     show=show_program,
     parts=("the compiled program's results", "the slots of your plan", "the planned peak"),
+    on_meta=_plan_meta,
 )
 
 

@@ -61,6 +61,10 @@ def _max_min(x, y):
     return torch.maximum(x, y) - torch.minimum(x * 0.25, y) + torch.abs(x)
 
 
+def _infinite_bounds(x, y):
+    return torch.minimum(x * 2.0, x + math.inf) + torch.maximum(x + y, y - x - math.inf) + torch.tanh(y)
+
+
 def _row_sum(x, y):
     return ((x - y) * (x + y)).sum(-1, keepdim=True)
 
@@ -189,21 +193,34 @@ def _chain_cases(g: torch.Generator, n: int, reductions: bool) -> list[Case]:
 
 
 class NanFirst:
-    """A compiled kernel that fills its outputs with NaN before running: an unwritten element shows."""
+    """A compiled kernel that fills its outputs with NaN before running: an unwritten element shows. Its
+    inputs are handed over at the start of buffers padded with NaN: a kernel that reads past an input's
+    end (a broadcast input read at the full shape's offsets) reads NaN, the same at every run, not
+    whatever memory lies there (so that the same mistake gives the same result, and is named)."""
 
-    def __init__(self, kernel: Kernel, compiled: Any) -> None:
-        self.kernel, self.compiled = kernel, compiled
+    def __init__(self, kernel: Kernel, compiled: Any, pad: bool = False) -> None:
+        self.kernel, self.compiled, self.pad = kernel, compiled, pad
         self.source = getattr(compiled, "source", "")
 
     def __call__(self, *tensors: torch.Tensor) -> None:
-        for t in tensors[len(self.kernel.inputs):]:
+        count = len(self.kernel.inputs)
+        padded = [self._padded(t) if self.pad else t for t in tensors[:count]]
+        for t in tensors[count:]:
             t.fill_(math.nan)
-        self.compiled(*tensors)
+        self.compiled(*padded, *tensors[count:])
+
+    def _padded(self, t: torch.Tensor) -> torch.Tensor:
+        if not t.is_floating_point() or not t.is_contiguous() or t.device.type == "meta":
+            return t  # a view handed over as it is stays the wrapper's mistake, to be seen
+        room = torch.full((t.numel() + math.prod(self.kernel.shape) + 64,), math.nan, dtype=t.dtype, device=t.device)
+        inside = room[:t.numel()].view(t.shape)
+        inside.copy_(t)
+        return inside
 
 
 def nan_first(backend: str) -> Callable[[Kernel], NanFirst]:
-    def compile_kernel(kernel: Kernel) -> NanFirst:
-        return NanFirst(kernel, load_backend(backend)(kernel))
+    def compile_kernel(kernel: Kernel) -> NanFirst:  # C reads raw memory: only there can a read overrun
+        return NanFirst(kernel, load_backend(backend)(kernel), pad=backend == "c")
     compile_kernel.__qualname__ = backend
     return compile_kernel
 
@@ -235,6 +252,13 @@ def _case(program: Program, *inputs: torch.Tensor, note: str = "") -> Case:
     return Case((program, *inputs), note or f"{program!r} on {shapes}")
 
 
+# Your function only returns source text, so an input that changed was written by the compiled code it
+# produced: that is all the check knows, and all it says.
+COMPILED_CODE_WROTE_AN_INPUT = (
+    "the compiled program wrote into one of its inputs: a kernel may write only its outputs, which come after "
+    "its inputs in its parameters (run(*inputs, *outputs)); print your source and check which buffer each "
+    "store goes to")
+
 # ---------------------------------------------------------------- exercise 1: python_source
 
 FORBIDDEN_PYTHON = ("tensorcraft.compiler.codegen.python.python_source.library",)
@@ -259,6 +283,9 @@ def _python_public() -> list[Group]:
         ]),
         Group("two outputs from one kernel", [
             _case(Program("tanh(x*y + 0.5), (x*y + 0.5)^2 - x", _two_outputs), r(3, 4), r(4)),
+        ]),
+        Group("infinite constants", [
+            _case(Program("min(2x, x + inf) + max(x + y, y - x - inf) + tanh(y)", _infinite_bounds), r(3, 4), r(4)),
         ]),
         Group("reductions over the last axis", [
             _case(Program("sum((x - y) * (x + y), -1, keepdim)", _row_sum), r(4, 6), r(6)),
@@ -291,6 +318,7 @@ PYTHON_SOURCE = Exercise(
                       "copy_, and a reduction keeps its axis (keepdim=True), as the output's shape has it",
     },
     call=_through_the_compiler("python_source", "python"),
+    in_place_hint=COMPILED_CODE_WROTE_AN_INPUT,
 )
 
 
@@ -332,6 +360,11 @@ def _c_public() -> list[Group]:
                   r(3, 4, dtype=torch.float64), r(4, dtype=torch.float64), r(3, 1, dtype=torch.float64)),
             _case(Program("tanh(x*y + 0.5), (x*y + 0.5)^2 - x", _two_outputs), r(3, 4), r(4)),
         ]),
+        Group("infinite constants", [
+            _case(Program("min(2x, x + inf) + max(x + y, y - x - inf) + tanh(y)", _infinite_bounds), r(3, 4), r(4)),
+            _case(Program("min(2x, x + inf) + max(x + y, y - x - inf) + tanh(y)", _infinite_bounds),
+                  r(3, 4, dtype=torch.float64), r(4, dtype=torch.float64)),
+        ]),
     ]
 
 
@@ -354,6 +387,7 @@ C_SOURCE = Exercise(
     },
     call=_through_the_compiler("c_source", "c"),
     cuda=False,  # C kernels run on the CPU; the GPU's kernels are Triton's
+    in_place_hint=COMPILED_CODE_WROTE_AN_INPUT,
 )
 
 
@@ -442,7 +476,7 @@ def _through_the_wrapper(learner_fn: Callable[..., Any], program: Callable[..., 
         return code
 
     with tensorcraft.substitute(generate_wrapper=spy):
-        backend = nan_first("c" if inputs[0].device.type == "cpu" else "triton")
+        backend = nan_first({"cpu": "c", "meta": "python"}.get(inputs[0].device.type, "triton"))
         result = tensorcraft.compile(program, backend=backend)(*inputs)
     problems = []
     for graph, plan, code, name in generated:
@@ -472,6 +506,17 @@ def _wrapper_public() -> list[Group]:
             _case(Program("sigmoid(x * 2 + y) * tanh(x) - 0.1", _sigmoid_chain), r(4, 5), r(5)),
         ]),
     ]
+
+
+def _wrapper_meta() -> list[Group]:
+    g = torch.Generator().manual_seed(13)
+    r = lambda *shape: torch.randn(*shape, generator=g)  # noqa: E731
+    return [Group("on the meta device: buffers on the inputs' device (shapes only, no GPU needed)", [
+        _case(Program("sigmoid(x * 2 + y) * tanh(x) - 0.1", _sigmoid_chain), r(4, 5), r(5),
+              note="one kernel whose output is returned (a fresh buffer), on meta tensors, run by the Python backend"),
+        _case(Program("(gelu(x @ w1 + b1) * 0.5 + 0.25) @ w2", _mlp), r(4, 6), r(6, 8), r(8), r(8, 3),
+              note="the MLP (its kernel's output in a slot) on meta tensors"),
+    ])]
 
 
 def _random_network(g: torch.Generator) -> Case:
@@ -522,6 +567,8 @@ GENERATE_WRAPPER = Exercise(
     },
     call=_through_the_wrapper,
     parts=("the compiled program's results", "problems with freeing and slots in your wrapper"),
+    on_meta=_wrapper_meta,
+    in_place_hint=COMPILED_CODE_WROTE_AN_INPUT,
 )
 
 

@@ -120,6 +120,12 @@ def _attention_public() -> list[Group]:
     ]
 
 
+def _attention_meta() -> list[Group]:
+    g = torch.Generator().manual_seed(111)
+    return [Group("on the meta device: the mask on the inputs' device (shapes only, no GPU needed)",
+                  [_attention_case(g, 2, 4, 4, 8, 2, True)])]
+
+
 def _attention_hidden(g: torch.Generator) -> list[Group]:
     cases = []
     for _ in range(10):
@@ -146,10 +152,12 @@ ATTENTION = Exercise(
         NotWrittenWithEinsum: "write the two products (scores, and the weighted sum of values) with tc.einsum, "
                               "the einsum you rebuilt in notebooks 01-04: torch.matmul or @ compute them, but this "
                               "exercise is about writing them as equations",
-        RuntimeError: "torch refused a shape: check the equations' letters (q and k share b, h and e; the scores "
-                      "are bhqk) and the mask's shape (queries x keys, broadcast over b and h)",
+        RuntimeError: "torch refused an operation (its message says which): check the equations' letters (q and k "
+                      "share b, h and e; the scores are bhqk), the mask's shape (queries x keys, broadcast over b and "
+                      "h), and that a tensor you create is on the scores' device (device=scores.device)",
     },
     call=_attention_with_tc_einsum,
+    on_meta=_attention_meta,
 )
 
 
@@ -490,6 +498,41 @@ def check_merge_views(merge_views, hidden: bool = False) -> None:
 # ---------------------------------------------------------------- exercise 4: make_pipeline
 
 REFERENCE_PIPELINE = (library_views.merge_views.library, "constant_folding", "decompose", "cse", "dce", "fusion")
+VIEW_PASS = "your view pass"
+# What the statement requires: each of these once, each changing the graph where it runs. "cse" may be
+# listed anywhere: this block has no repeated computation, so it finds nothing wherever it runs.
+REQUIRED = (VIEW_PASS, "constant_folding", "decompose", "dce", "fusion")
+OPTIONAL = ("cse",)
+
+
+def _shape_of_graph(graph: Graph) -> list:
+    """The nodes as (kind, op, positions of their inputs, shape): equal before and after a pass that did nothing."""
+    index = {n: i for i, n in enumerate(graph.nodes)}
+    return [(n.kind, n.op, tuple(index.get(i, -1) for i in n.inputs), None if n.shape is None else tuple(n.shape))
+            for n in graph.nodes]
+
+
+def _watched(passes: list, view_pass: Callable | None) -> tuple[list, list[str], list[str]]:
+    """``passes`` with each wrapped to record whether it changed the graph; (wrapped, the names in the list,
+    the names of those that changed nothing where they ran)."""
+    from tensorcraft.compiler.passes import resolve_passes
+    names = [VIEW_PASS if p is view_pass else p if isinstance(p, str) else getattr(p, "__name__", repr(p))
+             for p in passes]
+    idle: list[str] = []
+    wrapped = []
+    for place, (name, fn) in enumerate(zip(names, resolve_passes(passes)), start=1):
+        def watched(graph: Graph, fn=fn, name=name, place=place) -> Graph:
+            out = fn(graph)
+            if name not in OPTIONAL and _shape_of_graph(out) == _shape_of_graph(graph):
+                idle.append(f"{name} (pass {place} of {len(names)})")
+            return out
+        wrapped.append(watched)
+    return wrapped, names, idle
+
+
+def _list_facts(names: list[str], idle: list[str]) -> dict:
+    return {"required passes in your list, each once": sorted(n for n in names if n in REQUIRED),
+            "passes that changed nothing where they ran": sorted(idle)}
 
 
 def _constant_calls(graph: Graph) -> int:
@@ -498,6 +541,12 @@ def _constant_calls(graph: Graph) -> int:
     for node in graph.nodes:
         depends[node] = node.kind in ("placeholder", "param") or any(depends[i] for i in node.inputs)
     return sum(1 for n in graph.nodes if n.kind == "call" and not depends[n])
+
+
+def _unread(graph: Graph) -> int:
+    """Calls, constants and parameters no node reads: what DCE, run after the passes that leave them, removes."""
+    users = graph.users()
+    return sum(1 for n in graph.nodes if n.kind in ("call", "constant", "param") and not users[n])
 
 
 def _pipeline_facts(compiled, x: torch.Tensor, ran: Callable[[], bool]) -> dict:
@@ -509,6 +558,7 @@ def _pipeline_facts(compiled, x: torch.Tensor, ran: Callable[[], bool]) -> dict:
     return {"output": outputs, "your view pass ran": ran(), "view-of-view chains left": view_chains(graph),
             "calls that read no input, recomputed at every call": _constant_calls(graph),
             "softmax and layer_norm calls left whole": graph.count(op="softmax") + graph.count(op="layer_norm"),
+            "nodes that nothing reads": _unread(graph),
             "fused kernels": graph.count(kind="kernel")}
 
 
@@ -520,11 +570,12 @@ def _stand_in(d: int, heads: int, x: torch.Tensor, seed: int) -> nn.Module:
 def reference_pipeline(d: int, heads: int, x: torch.Tensor, seed: int) -> dict:
     """Eager's output; what the passes reach when each finds what it works on (the library's order)."""
     model = _stand_in(d, heads, x, seed)
-    facts = _pipeline_facts(tensorcraft.compile(model, passes=list(REFERENCE_PIPELINE), backend="python"), x,
-                            lambda: True)
+    view_pass = REFERENCE_PIPELINE[0]
+    wrapped, names, idle = _watched(list(REFERENCE_PIPELINE), view_pass)
+    facts = _pipeline_facts(tensorcraft.compile(model, passes=wrapped, backend="python"), x, lambda: True)
     with torch.no_grad():
         facts["output"] = model(x)
-    return facts
+    return facts | _list_facts(names, idle)
 
 
 def _compile_with_the_learners_pipeline(make_pipeline: Callable, d: int, heads: int, x: torch.Tensor, seed: int) -> dict:
@@ -539,8 +590,9 @@ def _compile_with_the_learners_pipeline(make_pipeline: Callable, d: int, heads: 
     passes = make_pipeline(view_pass)
     if not isinstance(passes, (list, tuple)):
         raise TypeError(f"make_pipeline must return a list of passes, got {type(passes).__name__}")
-    compiled = tensorcraft.compile(_stand_in(d, heads, x, seed), passes=list(passes), backend="python")
-    return _pipeline_facts(compiled, x, lambda: bool(calls))
+    wrapped, names, idle = _watched(list(passes), view_pass)
+    compiled = tensorcraft.compile(_stand_in(d, heads, x, seed), passes=wrapped, backend="python")
+    return _pipeline_facts(compiled, x, lambda: bool(calls)) | _list_facts(names, idle)
 
 
 def _pipeline_case(g: torch.Generator, d: int, heads: int, b: int, t: int) -> Case:
@@ -562,9 +614,9 @@ MAKE_PIPELINE = Exercise(
     reference=reference_pipeline,
     public=_pipeline_public,
     hidden=_pipeline_hidden,
-    hint="return [view_pass, 'constant_folding', 'decompose', 'cse', 'dce', 'fusion']: the view pass you are "
-         "given (not the name 'views'), constant folding for the mask, decompose before fusion so that fusion "
-         "sees the elementwise ops of softmax and layer norm, and fusion last",
+    hint="list the view pass you are given (the function, not the name 'views'), 'constant_folding', "
+         "'decompose', 'dce' and 'fusion', each once, in an order in which each finds its work: a pass sees only "
+         "what the passes before it left ('cse' may be added anywhere)",
     extra_hints={ValueError: "a name in your list is not a pass: the names are 'conv_bn', 'constant_folding', "
                              "'decompose', 'views', 'cse', 'dce', 'fusion'"},
     call=_compile_with_the_learners_pipeline,

@@ -2,10 +2,11 @@
 
 A mutant is a plausible mistake written as code. ``python -m grader check`` proves that every
 exercise's PUBLIC cases reject every one of its mutants (or, for one marked ``hidden_only``, the
-hidden ones) with the mutant's own hint; and a check that sees a learner's wrong result, or error,
-equal a mutant's prints that mutant's hint, naming the misconception behind the mismatch. Mutants
-are tried in the order they are registered: where two give the same result, the first one's hint
-shows, so `grader check` reports that pair unless a case tells them apart.
+hidden ones) with the mutant's own hint; and a check that sees a learner's wrong result equal a
+mutant's (or a crash with the same error, or the same edit of an input) prints that mutant's hint,
+naming the misconception behind the mismatch. Mutants are tried in the order they are registered:
+where two give the same result, the first one's hint shows, so `grader check` reports that pair
+unless a case tells them apart.
 """
 from __future__ import annotations
 

@@ -22,6 +22,15 @@ def outer_transposed(a, b):
     return b[:, None] * a[None, :]
 
 
+@mutant("nb00_welcome.outer", hint="torch.empty(n, m) is created on the CPU whatever the inputs' device: on a "
+        "GPU the result cannot be filled from a and b; create new tensors with device=a.device (and dtype=a.dtype), "
+        "or let broadcasting make the result: a[:, None] * b[None, :]")
+def outer_filled_on_the_cpu(a, b):
+    result = torch.empty(len(a), len(b), dtype=a.dtype)
+    result[:] = a[:, None] * b[None, :]
+    return result
+
+
 @mutant("nb00_welcome.outer", hint="you added: the outer product multiplies, result[i, j] = a[i] * b[j]")
 def outer_sum(a, b):
     return a[:, None] + b[None, :]

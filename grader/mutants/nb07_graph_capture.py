@@ -76,12 +76,13 @@ class _Tracer(TorchFunctionMode):
         return result
 
 
-def _capture(tracer_class, fn, args=(), kwargs=None, module=None):
+def _capture(tracer_class, fn, args=(), kwargs=None, module=None, count_tensors_only=False):
     kwargs = kwargs or {}
     builder = GraphBuilder()
     tracer = tracer_class(builder, module)
     flat, _ = pytree.tree_flatten((args, kwargs))
-    for index, value in enumerate(flat):
+    tensors = [v for v in flat if isinstance(v, torch.Tensor)] if count_tensors_only else flat
+    for index, value in enumerate(tensors):
         if isinstance(value, torch.Tensor):
             tracer.nodes[id(value)] = builder.placeholder(value, f"arg{index}", index)
     with tracer:
@@ -133,6 +134,13 @@ def capture_records_torch_functions_only(fn, args=(), kwargs=None, module=None):
         "and two layers both have a 'weight'")
 def capture_names_parameters_by_attribute(fn, args=(), kwargs=None, module=None):
     return _capture(_ShortNames, fn, args, kwargs, module)
+
+
+@mutant(CAPTURE, hint="a placeholder's index is the input's position among ALL the flat inputs, numbers "
+        "included: in f(k, x) the tensor x is input 1, not 0; enumerate the flat list and skip the non-tensors "
+        "without renumbering, or the compiled code reads k where it wants x")
+def capture_numbers_tensor_inputs_only(fn, args=(), kwargs=None, module=None):
+    return _capture(_Tracer, fn, args, kwargs, module, count_tensors_only=True)
 
 
 # ---------------------------------------------------------------- input_guard
@@ -215,17 +223,25 @@ def guard_compares_values_with_equality_only(name, value, remembered):
 
 
 # ---------------------------------------------------------------- refusal
+#
+# Order matters where two mutants fail one case alike: the check names the first whose result is the
+# learner's. refusal_misses_boolean_masks comes before refusal_forgets_value_dependent_shapes, and the
+# public group puts torch.unique (which only the latter gets wrong) before x[x > 0].
 
 _READS_VALUES = {"__bool__", "item", "__int__", "__float__", "__index__", "tolist", "numpy"}
 _VALUE_SHAPED = {"nonzero", "unique", "masked_select", "argwhere", "unique_consecutive"}
+_RANDOM = {"rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "randperm", "bernoulli", "normal",
+           "multinomial"}
 
 
 def _refusal(op, args, kwargs, *, reads=_READS_VALUES, shaped=_VALUE_SHAPED, masks=True, extra=(),
-             tuples=True, any_dtype=False):
+             tuples=True, any_dtype=False, random=_RANDOM):
     if op in reads or op in extra:
         return f"data-dependent Python: {op} reads values into Python"
     if op in shaped:
         return f"data-dependent shape: {op}"
+    if op in random:
+        return f"randomness: {op} draws fresh numbers at every call"
     if masks and op == "getitem" and len(args) > 1:
         index = args[1] if tuples and isinstance(args[1], tuple) else (args[1],)
         if any(isinstance(i, torch.Tensor) and (any_dtype or i.dtype == torch.bool) for i in index):
@@ -250,16 +266,16 @@ def refusal_misses_masks_inside_a_tuple(op, args, kwargs):
     return _refusal(op, args, kwargs, tuples=False)
 
 
-@mutant(REFUSAL, hint="some results have a shape that depends on the values (nonzero, unique, masked_select, "
-        "x[mask]): a graph bakes in the shape of the first call, so refuse them too")
-def refusal_forgets_value_dependent_shapes(op, args, kwargs):
-    return _refusal(op, args, kwargs, shaped=set(), masks=False)
-
-
 @mutant(REFUSAL, hint="x[mask] with a boolean tensor is a getitem whose result's length is the number of "
         "True values: look at getitem's index (args[1]), not only at op names")
 def refusal_misses_boolean_masks(op, args, kwargs):
     return _refusal(op, args, kwargs, masks=False)
+
+
+@mutant(REFUSAL, hint="some results have a shape that depends on the values (nonzero, unique, masked_select, "
+        "x[mask]): a graph bakes in the shape of the first call, so refuse them too")
+def refusal_forgets_value_dependent_shapes(op, args, kwargs):
+    return _refusal(op, args, kwargs, shaped=set(), masks=False)
 
 
 @mutant(REFUSAL, hint="a shape is not a value: x.shape, x.size(0), x.dim(), len(x) and x.numel() are known "
@@ -273,3 +289,16 @@ def refusal_also_refuses_shape_reads(op, args, kwargs):
         "dtype is torch.bool")
 def refusal_refuses_every_tensor_index(op, args, kwargs):
     return _refusal(op, args, kwargs, any_dtype=True)
+
+
+@mutant(REFUSAL, hint="dropout in eval mode (training=False) draws nothing: it returns its input, and Dynamo keeps "
+        "it in the graph; record it (no dropout is among the calls to refuse)")
+def refusal_refuses_every_dropout(op, args, kwargs):
+    return "dropout" if op == "dropout" else _refusal(op, args, kwargs)
+
+
+@mutant(REFUSAL, hint="a call that draws random numbers (rand_like, randn, bernoulli...) must be refused too: "
+        "recorded, its graph is replayed instead of drawing as eager does, and CSE merges two identical draws "
+        "into one (x + rand_like(x) - rand_like(x) returns x)")
+def refusal_records_random_draws(op, args, kwargs):
+    return _refusal(op, args, kwargs, random=set())

@@ -30,6 +30,19 @@ def dce_by_kept_library(graph):
     return _KEPT["dce"](graph)
 
 
+@mutant(DCE, hint="a constant or a parameter that only dead code reads is dead too: remove every node that is "
+        "not live, not only calls (the compiled code would still hold it, and fetch a parameter at every call)")
+def dce_keeps_constants_and_parameters(graph):
+    graph = graph.copy()
+    live: set = set()
+    for node in reversed(graph.nodes):
+        if node.kind in ("output", "placeholder", "constant", "param") or node in live:
+            live.add(node)
+            live.update(node.inputs)
+    graph.remove([n for n in graph.nodes if n not in live])
+    return graph
+
+
 @mutant(DCE, hint="one sweep over 'nodes nobody reads' removes only the end of a dead chain: the nodes it read "
         "become dead only once it is gone; walk from the output backwards, marking what live nodes read")
 def dce_one_sweep(graph):
@@ -113,6 +126,23 @@ def _cse(graph, key, keep_returned_apart: bool = True, window: int | None = None
         duplicates.append(node)
     graph.remove(duplicates)
     return graph
+
+
+def _key_untyped(value: Any) -> Any:
+    if isinstance(value, Node):
+        return ("node", id(value))
+    if isinstance(value, (tuple, list)):
+        return tuple(_key_untyped(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _key_untyped(v)) for k, v in value.items()))
+    return value
+
+
+@mutant(CSE, hint="in Python 2 == 2.0 (and hash(2) == hash(2.0)), so a key of plain values merges n * 2 with "
+        "n * 2.0; on an integer tensor the first is int64 and the second float32: put each argument's type in the "
+        "key beside its value")
+def cse_key_ignores_types(graph):
+    return _cse(graph, lambda n: (id(n.target), _key_untyped(n.args), _key_untyped(n.kwargs)))
 
 
 @mutant(CSE, hint="keyword arguments are arguments too: gelu(x) and gelu(x, approximate='tanh') differ; put "
@@ -250,6 +280,26 @@ def fold_when_any_input_is_known(graph):
 
 def _per_channel(scale, weight):
     return scale.reshape(-1, *([1] * (weight.dim() - 1)))
+
+
+@mutant(FOLD_CONV_BN, hint="a new tensor is created on the CPU unless told otherwise: torch.zeros(n, "
+        "dtype=weight.dtype) on a GPU model mixes devices; create it with device=weight.device (or "
+        "torch.zeros_like(bias))")
+def fold_conv_bn_new_bias_on_the_cpu(weight, bias, running_mean, running_var, gamma, beta, eps):
+    scale = gamma / torch.sqrt(running_var + eps)
+    new_bias = torch.zeros(weight.shape[0], dtype=weight.dtype)
+    new_bias += (bias - running_mean) * scale + beta
+    return weight * _per_channel(scale, weight), new_bias
+
+
+@mutant(FOLD_CONV_BN, hint="a new tensor takes the default dtype (float32) and device (cpu) unless told: "
+        "torch.zeros(n) for a float64 conv stays float32 when you add into it; create it with "
+        "dtype=weight.dtype, device=weight.device (or torch.zeros_like(bias))")
+def fold_conv_bn_new_bias_of_the_default_dtype(weight, bias, running_mean, running_var, gamma, beta, eps):
+    scale = gamma / torch.sqrt(running_var + eps)
+    new_bias = torch.zeros(weight.shape[0])
+    new_bias += (bias - running_mean) * scale + beta
+    return weight * _per_channel(scale, weight), new_bias
 
 
 @mutant(FOLD_CONV_BN, hint="eps goes inside the square root: the batch norm divides by sqrt(var + eps), "

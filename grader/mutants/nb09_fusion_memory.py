@@ -4,6 +4,8 @@ Each is the notebook's solution with one rule changed, as a learner might get it
 """
 import math
 
+import torch
+
 from tensorcraft.compiler.passes.fusion import Group, classify
 from tensorcraft.compiler.passes.memory_plan import (MemoryPlan, Slot, frees_at_last_use, is_kernel_output,
                                                       measure_peaks, storage_lifetimes)
@@ -134,7 +136,7 @@ def first_reader_ends_the_life(graph):
 
 
 def _plan(graph, *, free_when=lambda until, written_at: until < written_at, same_kind=True, fits=True,
-          reuse=True, returned_out=True, lifetime_of=None):
+          reuse=True, returned_out=True, lifetime_of=None, grows=True, device_of=lambda node: node.device):
     plan = MemoryPlan()
     plan.last_use, plan.frees_after = frees_at_last_use(graph)
     lifetime = lifetime_of(graph, plan) if lifetime_of else storage_lifetimes(graph)
@@ -156,9 +158,10 @@ def _plan(graph, *, free_when=lambda until, written_at: until < written_at, same
             slot = min(fitting, key=lambda s: plan.slots[s].numel)
         elif free:
             slot = max(free, key=lambda s: plan.slots[s].numel)
-            plan.slots[slot].numel = numel
+            if grows:
+                plan.slots[slot].numel = numel
         else:
-            plan.slots.append(Slot(numel, node.dtype, node.device))
+            plan.slots.append(Slot(numel, node.dtype, device_of(node)))
             slot = len(plan.slots) - 1
         plan.slot_of[node] = slot
         busy_until[slot] = lifetime.get(node, step[node])
@@ -177,10 +180,22 @@ def ignores_the_dtype(graph):
     return _plan(graph, same_kind=False)
 
 
+@mutant(PLAN_MEMORY, hint="when no free slot is large enough you take the largest free one, good, but it must "
+        "then grow to the value's size (slot.numel = numel): a [rows, 1] slot cannot hold a later [rows, cols] value")
+def never_grows_a_slot(graph):
+    return _plan(graph, grows=False)
+
+
 @mutant(PLAN_MEMORY, hint="a free slot must be large enough: a [rows, cols] value does not fit where a [rows, 1] "
         "sum lived; take one that fits, or grow the largest free slot")
 def ignores_the_size(graph):
     return _plan(graph, fits=False)
+
+
+@mutant(PLAN_MEMORY, hint="a slot is created on the CPU whatever the values' device: on a GPU model the "
+        "kernels would write into CPU memory; create each slot on its value's device (node.device)")
+def slots_on_the_cpu(graph):
+    return _plan(graph, device_of=lambda node: torch.device("cpu"))
 
 
 @mutant(PLAN_MEMORY, hint="the point of the plan is reuse: a slot whose value has died can hold the next kernel "

@@ -26,7 +26,7 @@ TORCH_OPS = {**UNARY_SOURCE, **BINARY_SOURCE}
 # ---------------------------------------------------------------- python_source
 
 def _python_source(kernel, *, outputs_first=False, typed_constants=True, store="copy", keepdim=True,
-                   expand=True):
+                   expand=True, literal=python_float):
     inputs = [b.name for b in kernel.inputs]
     outputs = [o.name for o in kernel.outputs]
     params = outputs + inputs if outputs_first else inputs + outputs
@@ -36,7 +36,7 @@ def _python_source(kernel, *, outputs_first=False, typed_constants=True, store="
             value = s.args[0]
         elif s.op == "const":
             dtype = f", dtype=torch.{kernel.dtype}" if typed_constants else ""
-            value = f"torch.full((), {python_float(s.args[0])}{dtype}, device={outputs[0]}.device)"
+            value = f"torch.full((), {literal(s.args[0])}{dtype}, device={outputs[0]}.device)"
         else:
             value = TORCH_OPS[s.op].format(*s.args)
         lines.append(f"    {s.name} = {value}")
@@ -65,6 +65,12 @@ def python_outputs_first(kernel):
         "are then rounded to float32. Give each constant the kernel's dtype: dtype=torch.<kernel.dtype>")
 def python_float32_constants(kernel):
     return _python_source(kernel, typed_constants=False)
+
+
+@mutant(PYTHON_SOURCE, hint="repr(float('inf')) is `inf`, which Python reads as an undefined name (and "
+        "repr(nan) is `nan`): print infinities as float('inf') / -float('inf') and NaN as float('nan')")
+def python_repr_constants(kernel):
+    return _python_source(kernel, literal=repr)
 
 
 @mutant(PYTHON_SOURCE, hint="a reduced output keeps the reduced axis with length 1 (kernel.output_shape): "
@@ -124,7 +130,7 @@ def offset_column_major(buffer_shape, shape):
     return " + ".join(terms) or "0"
 
 
-def _c_source(kernel, *, offset=element_offset, bound=lambda n: str(n), inline=False):
+def _c_source(kernel, *, offset=element_offset, bound=lambda n: str(n), inline=False, literal=c_float):
     if any(o.reduce for o in kernel.outputs):
         raise ValueError(f"kernel {kernel.name} reduces: this c_source writes pointwise kernels only")
     t = C_TYPES[kernel.dtype]
@@ -145,7 +151,7 @@ def _c_source(kernel, *, offset=element_offset, bound=lambda n: str(n), inline=F
         if s.op == "load":
             value = f"in_{s.args[0]}[{offset(shapes[s.args[0]], kernel.shape)}]"
         elif s.op == "const":
-            value = c_float(s.args[0], dtype)
+            value = literal(s.args[0], dtype)
         else:
             names = [text[a] if inline else f"v_{a}" for a in s.args]
             value = C_OPS[s.op].format(a=names[0], b=names[-1], f=f)
@@ -160,6 +166,16 @@ def _c_source(kernel, *, offset=element_offset, bound=lambda n: str(n), inline=F
         lines.append(f"{pad}}}")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _c_repr(value, dtype):
+    return f"{value!r}{'f' if dtype == torch.float32 else ''}"
+
+
+@mutant(C_SOURCE, hint="repr(float('inf')) is `inf`, which is not C: print infinities as INFINITY / -INFINITY "
+        "and NaN as NAN (from math.h)")
+def c_repr_constants(kernel):
+    return _c_source(kernel, literal=_c_repr)
 
 
 @mutant(C_SOURCE, hint="a broadcast input is smaller than the kernel's iteration space: read it with its own "
@@ -196,7 +212,7 @@ def c_inlines_without_parentheses(kernel):
 # ---------------------------------------------------------------- generate_wrapper
 
 def _generate_wrapper(graph, plan, kernels, name="forward", *, frees="after", contiguous=True, reshape=True,
-                      returned=None, slots=True):
+                      returned=None, slots=True, device_of=lambda node: node.device):
     namespace = {"torch": torch, "operator": operator, "tensorcraft": tensorcraft, **kernels}
     printer = SourcePrinter(namespace)
     users = graph.users()
@@ -221,7 +237,7 @@ def _generate_wrapper(graph, plan, kernels, name="forward", *, frees="after", co
                     body.append(f"{var} = _slot{plan.slot_of[target]}[:{math.prod(shape)}].view({shape})")
                 else:
                     body.append(f"{var} = torch.empty({shape}, dtype=torch.{kernel.dtype}, "
-                                f"device={printer.value(node.device)})")
+                                f"device={printer.value(device_of(node))})")
                 names.append(var)
             args = []
             for arg, buffer in zip(node.args, kernel.inputs):
@@ -285,3 +301,10 @@ def wrapper_returns_only_the_first(graph, plan, kernels, name="forward"):
         "call throws away the reuse the memory plan found")
 def wrapper_ignores_the_slots(graph, plan, kernels, name="forward"):
     return _generate_wrapper(graph, plan, kernels, name, slots=False)
+
+
+@mutant(GENERATE_WRAPPER, hint="a kernel's output buffer is allocated on the CPU whatever the inputs' device: "
+        "allocate it on the kernel node's device (node.device), as the inputs are, or a GPU model computes into "
+        "CPU memory")
+def wrapper_allocates_on_the_cpu(graph, plan, kernels, name="forward"):
+    return _generate_wrapper(graph, plan, kernels, name, device_of=lambda node: torch.device("cpu"))

@@ -22,7 +22,8 @@ MAKE_PIPELINE = "nb11_capstone.make_pipeline"
 
 
 def _attention(q, k, v, heads, causal, *, split="b t (h e) -> b h t e", merge="b h t e -> b t (h e)",
-               scale=None, softmax_dim=-1, mask="future", fill=float("-inf"), mask_after_softmax=False):
+               scale=None, softmax_dim=-1, mask="future", fill=float("-inf"), mask_after_softmax=False,
+               mask_device=None):
     """The notebook's attention, with one piece swappable so that each mutant changes only that."""
     q, k, v = (tc.rearrange(z, split, h=heads) for z in (q, k, v))
     e = q.shape[-1]
@@ -30,7 +31,7 @@ def _attention(q, k, v, heads, causal, *, split="b t (h e) -> b h t e", merge="b
     tq, tk = scores.shape[-2:]
     hidden = None
     if causal and mask is not None:
-        ones = torch.ones(tq, tk, dtype=torch.bool, device=scores.device)
+        ones = torch.ones(tq, tk, dtype=torch.bool, device=mask_device or scores.device)
         hidden = ones.triu(1) if mask == "future" else ones.tril(-1)
         if not mask_after_softmax:
             scores = scores.masked_fill(hidden, fill)
@@ -57,7 +58,8 @@ def attention_by_aten_einsum(q, k, v, heads, causal=False):
     q, k, v = (tc.rearrange(z, "b t (h e) -> b h t e", h=heads) for z in (q, k, v))
     scores = tc.einsum("bhqe,bhke->bhqk", q, k) * q.shape[-1] ** -0.5
     if causal:
-        scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+        scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).triu(1),
+                                    float("-inf"))
     out = torch.ops.aten.einsum("bhqk,bhke->bhqe", [scores.softmax(dim=-1), v])
     return tc.rearrange(out, "b h t e -> b t (h e)")
 
@@ -119,6 +121,12 @@ def attention_masks_with_zero(q, k, v, heads, causal=False):
         "scores with -inf before the softmax, which renormalises over the visible keys")
 def attention_masks_after_softmax(q, k, v, heads, causal=False):
     return _attention(q, k, v, heads, causal, mask_after_softmax=True)
+
+
+@mutant(ATTENTION, hint="the mask is created on the CPU whatever the inputs' device: torch.ones(tq, tk, "
+        "dtype=torch.bool) on a GPU model cannot mask GPU scores; create it with device=scores.device")
+def attention_mask_on_the_cpu(q, k, v, heads, causal=False):
+    return _attention(q, k, v, heads, causal, mask_device="cpu")
 
 
 # ---------------------------------------------------------------- block
@@ -311,6 +319,30 @@ def pipeline_with_the_librarys_view_pass(view_pass):
 @mutant(MAKE_PIPELINE, hint="the pipeline must run the view pass it is given: views of views are left otherwise")
 def pipeline_without_view_pass(view_pass):
     return ["constant_folding", "decompose", "cse", "dce", "fusion"]
+
+
+@mutant(MAKE_PIPELINE, hint="'dce' after 'fusion' finds nothing: the nodes the view pass and constant folding "
+        "left unread are already inside the graph fusion built; put 'dce' before 'fusion'")
+def pipeline_dce_after_fusion(view_pass):
+    return [view_pass, "constant_folding", "decompose", "cse", "fusion", "dce"]
+
+
+@mutant(MAKE_PIPELINE, hint="'dce' first finds nothing: nothing is dead yet; the inner views your pass leaves "
+        "unread and what constant folding replaced die later, so 'dce' comes after them (and before 'fusion')")
+def pipeline_dce_first(view_pass):
+    return ["dce", view_pass, "constant_folding", "decompose", "cse", "fusion"]
+
+
+@mutant(MAKE_PIPELINE, hint="'constant_folding' after 'dce' leaves the values it replaced (the mask's ones) in the "
+        "graph, read by nothing: fold before 'dce', so that DCE removes them")
+def pipeline_folds_after_dce(view_pass):
+    return [view_pass, "decompose", "cse", "dce", "fusion", "constant_folding"]
+
+
+@mutant(MAKE_PIPELINE, hint="the list needs 'dce': the inner views your pass leaves unread and what constant "
+        "folding replaced stay in the graph without it")
+def pipeline_without_dce(view_pass):
+    return [view_pass, "constant_folding", "decompose", "cse", "fusion"]
 
 
 @mutant(MAKE_PIPELINE, hint="no fused kernel: end with 'fusion', which turns the decomposed elementwise ops into "

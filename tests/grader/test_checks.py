@@ -106,9 +106,9 @@ def test_names_that_merely_resemble_a_forbidden_one_are_allowed():
 def test_missing_gpu_is_pending_never_passed():
     report = OUTER.run(correct_outer, cuda_available=False)
     statuses = {(o.device, o.status) for o in report.outcomes}
-    assert statuses == {("cpu", PASS), ("cuda", PENDING)}
+    assert statuses == {("cpu", PASS), ("cuda", PENDING), ("meta", PASS)}  # meta: a device case without a GPU
     assert "pending" in report.text() and "cuda" in report.text()
-    assert all(o.device == "cpu" for o in report.outcomes if o.status == PASS)
+    assert all(o.device in ("cpu", "meta") for o in report.outcomes if o.status == PASS)
 
 
 def test_a_cpu_only_group_is_neither_run_nor_reported_pending_on_cuda():
@@ -130,6 +130,76 @@ def test_cuda_cases_run_where_there_is_a_gpu():
     assert any(o.device == "cuda" and o.status == FAIL for o in wrong.outcomes)
 
 
+def _on_the_cpu_always(a, b):
+    return torch.zeros(len(a), len(b), dtype=a.dtype) + a[:, None] * b[None, :]
+
+
+def test_meta_groups_catch_a_result_created_on_the_cpu_without_a_gpu():
+    """A case on the meta device compares kinds only (there are no values), and a tensor created on the
+    CPU whatever the inputs' device is refused there or comes back on the wrong device."""
+    groups = [Group("floats", [Case((torch.ones(2), torch.ones(3)))])]
+    exercise = Exercise(id="test.outer", reference=correct_outer, public=lambda: groups,
+                        hidden=lambda g: groups, hint="the hint", on_meta=lambda: groups)
+    right = exercise.run(correct_outer, cuda_available=False)
+    assert [(o.device, o.status) for o in right.outcomes] == [("cpu", PASS), ("cuda", PENDING), ("meta", PASS)]
+    wrong = exercise.run(_on_the_cpu_always, cuda_available=False)
+    assert [(o.device, o.status) for o in wrong.outcomes] == [("cpu", PASS), ("cuda", PENDING), ("meta", FAIL)]
+    assert "device" in wrong.failed[0].detail or "meta" in wrong.failed[0].detail
+
+
+def test_meta_tensors_compare_by_kind_and_never_count_as_edited():
+    from grader.checks.compare import changed
+    a, b = torch.ones(2, 3, device="meta"), torch.zeros(2, 3, device="meta")
+    assert mismatch(a, b) is None and changed(a, b) is None
+    assert "dtype" in mismatch(a, b.double()) and "cpu" in mismatch(a, torch.ones(2, 3))
+
+
+def _exercise_with_mutants(monkeypatch, mutants, **fields):
+    """An outer-product exercise whose known mistakes are ``mutants`` (name -> (fn, hint))."""
+    from grader.checks import exercise as module
+    from grader.mutants import Mutant
+    registered = [Mutant("test.outer", name, fn, hint) for name, (fn, hint) in mutants.items()]
+    monkeypatch.setattr(module, "mutants_for", lambda exercise_id: registered)
+    groups = [Group("floats", [Case((torch.ones(2), torch.ones(3)))])]
+    return Exercise(id="test.outer", reference=correct_outer, public=lambda: groups, hidden=lambda g: groups,
+                    hint="the exercise's hint", **fields)
+
+
+def _crash_on_a_name(a, b):
+    return undefined_name * a[:, None] * b[None, :]  # noqa: F821  (the mistake under test)
+
+
+def _crash_on_a_shape(a, b):
+    return a * b
+
+
+def test_a_crash_gets_the_hint_of_the_mutant_that_fails_the_same_way(monkeypatch):
+    exercise = _exercise_with_mutants(monkeypatch, {"shape": (_crash_on_a_shape, "shape hint"),
+                                                   "name": (_crash_on_a_name, "name hint")},
+                                      extra_hints={NameError: "a NameError hint"})
+    assert exercise.run(_crash_on_a_name, cuda_available=False).failed[0].hint == "name hint"
+    assert exercise.run(_crash_on_a_shape, cuda_available=False).failed[0].hint == "shape hint"
+    # a crash no known mistake reproduces: the hint of its type, only where the exercise gives one
+    assert exercise.run(lambda a, b: other_name, cuda_available=False).failed[0].hint == "a NameError hint"  # noqa: F821
+    assert exercise.run(lambda a, b: a.no_such_method(), cuda_available=False).failed[0].hint == "the exercise's hint"
+
+
+def test_an_edit_in_place_gets_the_hint_of_the_mutant_that_makes_it(monkeypatch):
+    def zeroes_a(a, b):
+        a.zero_()
+        return a[:, None] * b[None, :]
+    exercise = _exercise_with_mutants(monkeypatch, {"zeroes": (zeroes_a, "zeroes hint")}, in_place_hint="edit hint")
+    assert exercise.run(zeroes_a, cuda_available=False).failed[0].hint == "zeroes hint"
+    assert exercise.run(lambda a, b: a.mul_(2)[:, None] * b[None, :], cuda_available=False).failed[0].hint == "edit hint"
+
+
+def test_a_not_implemented_error_with_a_message_is_not_taken_for_the_stub():
+    def meta_copy(a, b):
+        return torch.empty(2, 3).copy_(torch.ones(2, 3, device="meta"))  # torch: "Cannot copy out of meta tensor"
+    [failed] = OUTER.run(meta_copy, cuda_available=False).failed[:1]
+    assert "raised NotImplementedError" in failed.detail and "still raises" not in failed.detail
+
+
 # ------------------------------------------------------------------ pass / fail / diagnosis
 
 def test_check_passes_silently_on_a_correct_answer_and_raises_on_a_wrong_one(capsys):
@@ -142,15 +212,15 @@ def test_check_passes_silently_on_a_correct_answer_and_raises_on_a_wrong_one(cap
 def test_a_failure_counts_the_groups_that_ran_and_reports_pending_ones_apart(capsys):
     report = OUTER.run(lambda a, b: correct_outer(a, b) + 1, cuda_available=False)
     lines = report.text().splitlines()
-    assert lines[-1] == f"3 of 3 groups failed; read the lines marked {FAIL}."
+    assert lines[-1] == f"3 of 4 groups failed; read the lines marked {FAIL}."
     # pending is said once, on its own line, and never counted among the failures
     assert [line for line in lines if "pending" in line] == [
         f"  {PENDING} cuda pending: 3 groups not run, no CUDA device here (torch.cuda.is_available() is False)"]
-    assert report.failed_summary(with_pending=True) == ("3 of 3 groups failed; 3 cuda groups not run, no CUDA "
+    assert report.failed_summary(with_pending=True) == ("3 of 4 groups failed; 3 cuda groups not run, no CUDA "
                                                         "device here (torch.cuda.is_available() is False)")
     with pytest.raises(AssertionError) as raised:
         nb00_welcome.check_outer(lambda a, b: correct_outer(a, b) + 1)
-    assert "3 of 3 groups failed (see" in str(raised.value)
+    assert "3 of 4 groups failed (see" in str(raised.value)
 
 
 def test_groups_without_a_tensor_have_no_cuda_case_to_wait_for():
@@ -284,7 +354,8 @@ def test_hard_coded_public_answers_fail_the_hidden_check():
     public = {tuple(c.args[0].tolist()) + tuple(c.args[1].tolist()): correct_outer(*c.args)
               for g in OUTER.public() for c in g.cases}
     memorised = lambda a, b: public[tuple(a.tolist()) + tuple(b.tolist())]
-    assert OUTER.run(memorised, cuda_available=False).passed
+    public_report = OUTER.run(memorised, cuda_available=False)
+    assert all(o.status == PASS for o in public_report.outcomes if o.device == "cpu")
     assert OUTER.run(memorised, hidden=True, seed=3, cuda_available=False).failed
 
 

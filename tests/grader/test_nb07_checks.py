@@ -131,3 +131,11 @@ def test_index_refusal_mistakes_are_named_by_their_hints(mistake):
     report = REFUSAL.run(fn)
     hint = next(m.hint for m in mutants_for(REFUSAL.id) if m.name == mistake)
     assert report.failed and any(o.hint == hint for o in report.failed)
+
+
+@pytest.mark.parametrize("exercise", sorted(EXERCISES))
+def test_public_cases_reject_every_mutant_and_show_it_its_own_hint(exercise):
+    """Issue 20's rules: a tick in the notebook means full marks (the public cases reject every mutant not
+    marked hidden-only), and one mistake gets one diagnosis (its own hint, on its first failing group)."""
+    from mutant_rules import problems
+    assert problems(EXERCISES[exercise]) == []

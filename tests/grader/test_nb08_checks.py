@@ -1,5 +1,6 @@
 """Notebook 08's checks: other correct answers pass, delegating to torch.fx / torch's fusion is refused, the
 learner's pass is the one the compiler runs, and the wrong answers the issue names are rejected with their hints."""
+import pytest
 import torch
 import torch.fx
 from torch.nn.utils.fusion import fuse_conv_bn_weights
@@ -110,3 +111,11 @@ def test_hidden_cases_change_with_the_seed():
     def programs(seed):
         return [c.args[0] for g in DCE.hidden(torch.Generator().manual_seed(seed)) for c in g.cases]
     assert programs(1) != programs(2) and programs(1) == programs(1)
+
+
+@pytest.mark.parametrize("exercise", sorted(EXERCISES))
+def test_public_cases_reject_every_mutant_and_show_it_its_own_hint(exercise):
+    """Issue 20's rules: a tick in the notebook means full marks (the public cases reject every mutant not
+    marked hidden-only), and one mistake gets one diagnosis (its own hint, on its first failing group)."""
+    from mutant_rules import problems
+    assert problems(EXERCISES[exercise]) == []

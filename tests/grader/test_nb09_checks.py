@@ -117,3 +117,11 @@ def test_every_exercise_has_the_mutants_the_brief_names():
     names = {m.name for e in EXERCISES.values() for m in mutants_for(e.id)}
     assert {"fuses_across_a_reduction", "fuses_through_an_opaque_op", "reuses_at_the_last_use_itself",
             "ignores_the_dtype", "ignores_the_size", "ignores_views"} <= names
+
+
+@pytest.mark.parametrize("exercise", sorted(EXERCISES))
+def test_public_cases_reject_every_mutant_and_show_it_its_own_hint(exercise):
+    """Issue 20's rules: a tick in the notebook means full marks (the public cases reject every mutant not
+    marked hidden-only), and one mistake gets one diagnosis (its own hint, on its first failing group)."""
+    from mutant_rules import problems
+    assert problems(EXERCISES[exercise]) == []

@@ -1,5 +1,6 @@
 """Notebook 10's checks: the library's own stages pass them, delegating to the library is refused,
 the learner's stage really runs inside tc.compile, and the freeing rule reads the wrapper right."""
+import pytest
 import torch
 
 import tensorcraft
@@ -113,3 +114,11 @@ def test_a_wrapper_that_ignores_the_memory_plans_slots_is_rejected():
     """Fresh torch.empty for a planned value computes the right numbers but throws the reuse away."""
     report = WRAPPER.run(wrapper_ignores_the_slots)
     assert report.failed and any("is not a view of _slot" in o.detail for o in report.failed)
+
+
+@pytest.mark.parametrize("exercise", sorted(EXERCISES))
+def test_public_cases_reject_every_mutant_and_show_it_its_own_hint(exercise):
+    """Issue 20's rules: a tick in the notebook means full marks (the public cases reject every mutant not
+    marked hidden-only), and one mistake gets one diagnosis (its own hint, on its first failing group)."""
+    from mutant_rules import problems
+    assert problems(EXERCISES[exercise]) == []

@@ -1,6 +1,7 @@
 """Notebook 11's checks: other correct answers pass, delegating to torch's attention or to the library
 is refused, the attention must use tc.einsum, and the learner's pass really runs inside the pipeline."""
 import einops
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -23,7 +24,7 @@ def attention_with_views_and_einops(q, k, v, heads, causal=False):
     scores = einsum("bhqe,bhke->bhqk", q / q.shape[-1] ** 0.5, k)
     if causal:
         tq, tk = scores.shape[-2:]
-        scores = scores + torch.full((tq, tk), float("-inf"), dtype=scores.dtype).triu(1)
+        scores = scores + torch.full((tq, tk), float("-inf"), dtype=scores.dtype, device=scores.device).triu(1)
     return einops.rearrange(einsum("bhqk,bhke->bhqe", F.softmax(scores, dim=3), v), "b h t e -> b t (h e)")
 
 
@@ -33,7 +34,8 @@ def attention_with_matmul(q, k, v, heads, causal=False):
     q, k, v = split(q), split(k), split(v)
     scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
     if causal:
-        scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+        hidden = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).triu(1)
+        scores = scores.masked_fill(hidden, float("-inf"))
     return (scores.softmax(-1) @ v).transpose(1, 2).reshape(q.shape[0], -1, q.shape[1] * q.shape[-1])
 
 
@@ -133,3 +135,11 @@ def test_a_pipeline_in_another_working_order_passes_and_the_view_pass_must_be_th
     report = make_pipeline.run(lambda view_pass: [library_merge_views, "constant_folding", "decompose", "cse",
                                                   "dce", "fusion"])
     assert report.failed and "your view pass ran: expected True, got False" in report.failed[0].detail
+
+
+@pytest.mark.parametrize("exercise", sorted(EXERCISES))
+def test_public_cases_reject_every_mutant_and_show_it_its_own_hint(exercise):
+    """Issue 20's rules: a tick in the notebook means full marks (the public cases reject every mutant not
+    marked hidden-only), and one mistake gets one diagnosis (its own hint, on its first failing group)."""
+    from mutant_rules import problems
+    assert problems(EXERCISES[exercise]) == []
