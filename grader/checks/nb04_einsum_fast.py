@@ -423,7 +423,7 @@ GREEDY_PATH = Exercise(
                "tensorcraft.einstein.path.contract_path", "tensorcraft.einstein.path.optimal_path",
                "tensorcraft.einstein.path.greedy_path.library"),
     call=run_greedy_path,
-    show=lambda equation, shapes: (f"tc.contract_path({equation!r}, {', '.join(map(str, shapes))}, "
+    show=lambda equation, shapes, exact=False: (f"tc.contract_path({equation!r}, {', '.join(map(str, shapes))}, "
                                    "optimize='greedy'), with your greedy_path"),
     extra_hints={EinsumError: "your path is not valid: each step names positions in the current list of "
                               "operands; after a step those operands are gone, the others close up, and the "
