@@ -7,7 +7,7 @@ import tensorcraft as tc
 from tensorcraft import stages
 from library_copies import copy_of
 from grader.checks import nb05_rearrange as checks
-from grader.checks.report import flat
+from grader.checks.report import FAIL, RAISED, GroupOutcome, flat
 from grader.mutants import nb05_rearrange as mutants
 from tensorcraft.einops import pattern, recipe
 from tensorcraft.einops.ops import rearrange as library_rearrange
@@ -128,8 +128,10 @@ def test_a_name_repeated_inside_a_group_is_rejected_in_public():
 
 
 def test_a_runtime_error_hint_names_view_only_when_the_message_says_so():
-    assert checks._specific_hint(checks.Group("g", []), "case 1 of 1: inputs x raised RuntimeError: permute(): "
-                                 "duplicate dims are not allowed.") is None
+    def raised(message: str) -> GroupOutcome:
+        return GroupOutcome("cpu", "g", 1, FAIL, f"case 1 of 1: inputs x raised RuntimeError: {message}",
+                            case=1, reason=RAISED, error="RuntimeError")
+    assert checks._specific_hint(checks.Group("g", []), raised("permute(): duplicate dims are not allowed.")) is None
     assert ".view" not in checks.RUNTIME_HINT and "invalid for input" not in checks.RUNTIME_HINT
-    assert checks._specific_hint(checks.Group("g", []), "case 1 of 1: inputs x raised RuntimeError: view size is not "
-                                 "compatible with input tensor's size and stride") == checks.VIEW_HINT
+    assert checks._specific_hint(checks.Group("g", []), raised("view size is not compatible with input tensor's "
+                                                               "size and stride")) == checks.VIEW_HINT
