@@ -23,6 +23,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
+from tensorcraft.trees import leaves
+
 from .. import progress
 from ..mutants import mutants_for
 from .compare import changed, describe, difference, kind_hint, mismatch
@@ -342,13 +344,7 @@ def _first_line(error: BaseException, most: int = 3) -> str:
 
 
 def _holds_tensor(value: Any) -> bool:
-    if isinstance(value, torch.Tensor):
-        return True
-    if isinstance(value, (tuple, list)):
-        return any(_holds_tensor(v) for v in value)
-    if isinstance(value, dict):
-        return any(_holds_tensor(v) for v in value.values())
-    return False
+    return any(isinstance(leaf, torch.Tensor) for leaf in leaves(value))
 
 
 def _plain(value: Any, depth: int = 0) -> bool:
