@@ -269,7 +269,7 @@ def print_targets(rows: list[dict]) -> None:
     """The issue's targets, checked on this run's numbers."""
     by_title = {r["title"][:3]: r for r in rows}
     checks = []
-    for key, label in (("(a)", "ours"), ("(b)", "ours")):
+    for key in ("(a)", "(b)"):
         r = by_title.get(key)
         if r and "ours" in r["times"]:
             t = r["times"]

@@ -98,13 +98,15 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--timeout", type=int, default=60, help="seconds a cell may run (default: %(default)s)")
     check.set_defaults(run=_check)
 
-    grade = commands.add_parser("autograde", parents=[common], help="grade SUBMISSIONS/<learner>/<assignment>.ipynb (or nbgrader's submitted/ folder) in parallel")
+    grade = commands.add_parser("autograde", parents=[common],
+                                help="grade SUBMISSIONS/<learner>/<assignment>.ipynb (or nbgrader's submitted/ folder) in parallel")
     grade.add_argument("submissions", type=Path, help="folder with one sub-folder per learner")
     grade.add_argument("--workers", type=int, default=os.cpu_count(),
                        help="notebooks executed at once (default: one per core, here %(default)s)")
     grade.add_argument("--timeout", type=int,
                        help="seconds a cell may run (default: c.Execute.timeout of the course's nbgrader_config.py)")
-    grade.add_argument("--csv", type=Path, help="where to write the scores (default: COURSE/autograde-scores.csv; nbgrader export writes COURSE/grades.csv)")
+    grade.add_argument("--csv", type=Path,
+                       help="where to write the scores (default: COURSE/autograde-scores.csv; nbgrader export writes COURSE/grades.csv)")
     grade.add_argument("--no-feedback", action="store_true", help="skip writing feedback HTML")
     grade.add_argument("--force", action="store_true", help="regrade submissions already graded")
     grade.add_argument("--dask", metavar="ADDRESS", help="run the notebooks on this Dask scheduler "

@@ -44,7 +44,7 @@ def _function_token(fn: Any) -> tuple:
 
 def _filled(cell: types.CellType) -> bool:
     try:
-        cell.cell_contents
+        cell.cell_contents  # noqa: B018 (reading an empty cell raises ValueError: that is the test)
     except ValueError:
         return False
     return True

@@ -13,7 +13,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import nbformat
 from nbformat.notebooknode import NotebookNode
 from nbgrader.utils import determine_grade, is_grade
 

@@ -56,7 +56,7 @@ def check_mutants(assignment: str, verdict: NotebookVerdict) -> None:
     except (ModuleNotFoundError, AttributeError) as error:
         verdict.problems.append(f"no exercises for {assignment}: grader.checks.nb{assignment}.EXERCISES ({error})")
         return
-    for name, exercise in exercises.items():
+    for exercise in exercises.values():
         _check_stub_fails_cleanly(exercise, verdict)
         _check_messaged_not_implemented_is_no_stub(exercise, verdict)
         mutants = mutants_for(exercise.id)

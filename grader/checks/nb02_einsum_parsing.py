@@ -338,7 +338,8 @@ def _sizes_public() -> list[Group]:
                                     c("i,i", (1,), (1,), note="size 1 everywhere"), c("ab,b,a", (1, 3), (3,), (4,))]),
         Group("a letter repeated inside one operand", [c("ii", (3, 3)), c("iij->j", (2, 2, 4)), c("ii,i", (1, 1), (3,))]),
         Group("errors: shapes that do not fit the equation", [
-            c("ij,j,jk", (2, 3), (4,), (2, 5), note="j is 3, 4 and 2"), c("ij,jk", (2, 3), (4, 5), note="j is 3 and 4"), c("ii", (1, 3), note="a diagonal of sizes 1 and 3"),
+            c("ij,j,jk", (2, 3), (4,), (2, 5), note="j is 3, 4 and 2"), c("ij,jk", (2, 3), (4, 5), note="j is 3 and 4"),
+            c("ii", (1, 3), note="a diagonal of sizes 1 and 3"),
             c("ii", (2, 3)), c("ij,jk->ik", (2, 3, 1), (3, 4), note="three dimensions for two letters"),
             c("ij,j", (2,), (2,), note="one dimension for two letters"),
         ]),

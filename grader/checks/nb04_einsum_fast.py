@@ -257,7 +257,7 @@ def _random_network(g: torch.Generator, low: int, high: int) -> tuple[str, tuple
     labels: list[list[str]] = [[] for _ in range(n)]
     names = iter(_permuted(list(LETTERS[:26]), g))
     bonds = n + _randint(-1, n // 2 + 1, g)
-    for k in range(bonds):
+    for _ in range(bonds):
         lonely = [p for p in range(n) if not labels[p]]
         first = lonely[0] if lonely else _randint(0, n, g)
         second = (first + _randint(1, n, g)) % n

@@ -13,7 +13,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import random
-import types
 from typing import Any
 
 import torch

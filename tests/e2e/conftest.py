@@ -63,7 +63,7 @@ def _wait_until_up(url: str, server: subprocess.Popen, log: Path, patience: floa
                 return
         except (urllib.error.URLError, ConnectionError):
             if time.monotonic() > deadline:
-                raise RuntimeError(f"JupyterLab did not answer at {url}:\n{log.read_text()[-3000:]}")
+                raise RuntimeError(f"JupyterLab did not answer at {url}:\n{log.read_text()[-3000:]}") from None
             time.sleep(0.5)
 
 

@@ -47,7 +47,7 @@ def main(modules: list[str]) -> int:
     bad = 0
     for module in modules:
         exercises = importlib.import_module(f"grader.checks.{module}").EXERCISES
-        for name, exercise in exercises.items():
+        for exercise in exercises.values():
             for v in verdicts(exercise):
                 bad += v.problem is not None
                 print(f"{exercise.id:<40} {v.mutant.name:<48} {'ok' if v.problem is None else v.problem}", flush=True)

@@ -9,7 +9,7 @@ from library_copies import copy_of
 from grader.checks import nb05_rearrange as checks
 from grader.checks.report import FAIL, RAISED, GroupOutcome, flat
 from grader.mutants import nb05_rearrange as mutants
-from tensorcraft.einops import pattern, recipe
+from tensorcraft.einops import pattern
 from tensorcraft.einops.ops import rearrange as library_rearrange
 
 

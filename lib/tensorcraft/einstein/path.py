@@ -200,7 +200,7 @@ def greedy_path(sets: Sequence[frozenset[str]], output: frozenset[str], sizes: d
         if best is not None:
             heapq.heappush(queue, best)
 
-    for label, group in holders.items():
+    for group in holders.values():
         by_age = sorted(group, key=alive.__getitem__)
         for n, a in enumerate(by_age[:-1]):
             push_best(a, by_age[n + 1:])
