@@ -11,7 +11,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup browser sandbox graphviz hub-proxy course instructor test check clean-venv
+.PHONY: setup browser sandbox graphviz hub-proxy course instructor test test-gpu check clean-venv
 
 # The stamp holds pyproject.toml's hash: a newer file with the same content (a fresh clone, a git
 # checkout) installs nothing again.
@@ -94,6 +94,12 @@ hub-proxy:
 
 test: $(STAMP) browser sandbox graphviz hub-proxy
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Everything that needs a CUDA device (the cuda tests, Triton compiled natively, `grader check` with
+# its CUDA groups, the GPU benchmarks), results in $(OUT) or build/gpu-results/. Without a device
+# every part says it was skipped and why, and the command succeeds.
+test-gpu: $(STAMP) sandbox
+	$(PY) scripts/test_gpu.py
 
 check: $(STAMP) graphviz
 	$(PY) -m grader check

@@ -1,4 +1,4 @@
-"""`python -m benchmarks einsum [--rounds N] [--quick] [--paths] [--path-quality N]`: tensorcraft.einsum side by side with the real tools.
+"""`python -m benchmarks einsum [--rounds N] [--quick] [--device cuda] [--paths] [--path-quality N]`: tensorcraft.einsum beside the real tools.
 
 For each case every implementation is timed in the same run, round-robin (one short batch of
 calls per implementation per round), so that noise from other processes hits all of them alike.
@@ -6,6 +6,8 @@ The table shows the best and the 20th-percentile time per call over the rounds a
 the ratio to torch.einsum (below 1 is faster). On a shared, throttled 2-core machine the best
 of many short batches is the figure that repeats; medians there mostly measure the neighbours. Our einsum's plans are cached per (equation, shapes),
 so the timed calls pay only for tensor operations (the first call, which plans, is a warm-up).
+`--device cuda` runs the torch contenders on the GPU (each batch ends with a synchronize, so that
+the queued kernels are timed too); numpy and the loops, which run on the CPU only, are left out.
 
 `--paths` times the greedy path search instead, ours against opt_einsum's, on random tensor
 networks of 10, 20 and 40 operands (each label on exactly two operands, sizes 2-8), and prints
@@ -39,18 +41,25 @@ def torch_einsum_without_path(equation: str, *operands: torch.Tensor) -> torch.T
         torch.backends.opt_einsum.enabled = previous
 
 
-def calls_per_batch(fn: Callable[[], object], target_s: float) -> int:
+def no_sync() -> None:
+    """What a CPU batch waits for at its end: nothing (on a GPU: torch.cuda.synchronize)."""
+
+
+def calls_per_batch(fn: Callable[[], object], target_s: float, sync: Callable[[], None] = no_sync) -> int:
     start = time.perf_counter()
     fn()
+    sync()
     once = time.perf_counter() - start
     return max(1, int(target_s / max(once, 1e-7)))
 
 
-def time_side_by_side(fns: dict[str, Callable[[], object]], rounds: int, target_s: float) -> dict[str, list[float]]:
+def time_side_by_side(fns: dict[str, Callable[[], object]], rounds: int, target_s: float,
+                      sync: Callable[[], None] = no_sync) -> dict[str, list[float]]:
     """Seconds per call, one entry per round, for each implementation (round-robin)."""
     for fn in fns.values():  # warm-up: plans, caches, first-touch allocations
         fn(), fn()
-    number = {name: calls_per_batch(fn, target_s) for name, fn in fns.items()}
+    sync()
+    number = {name: calls_per_batch(fn, target_s, sync) for name, fn in fns.items()}
     times: dict[str, list[float]] = {name: [] for name in fns}
     order = list(fns)
     shuffle = random.Random(0).shuffle
@@ -61,13 +70,14 @@ def time_side_by_side(fns: dict[str, Callable[[], object]], rounds: int, target_
             start = time.perf_counter()
             for _ in range(number[name]):
                 fn()
+            sync()
             times[name].append((time.perf_counter() - start) / number[name])
     return times
 
 
 def check_equal(name: str, got: object, expected: torch.Tensor) -> None:
     got = torch.as_tensor(np.asarray(got)) if not isinstance(got, torch.Tensor) else got
-    if not torch.allclose(got.to(expected.dtype), expected, rtol=1e-3, atol=1e-3):
+    if not torch.allclose(got.to(expected.device, expected.dtype), expected, rtol=1e-3, atol=1e-3):
         raise AssertionError(f"{name} disagrees with torch.einsum")
 
 
@@ -213,6 +223,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=60, help="round-robin rounds per case (default 60)")
     parser.add_argument("--batch-ms", type=float, default=2.0, help="time per batch of calls (default 2 ms)")
     parser.add_argument("--quick", action="store_true", help="3 rounds of 2 ms: a smoke run")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="where the torch contenders run (cuda: numpy and the loops are left out)")
     parser.add_argument("--paths", action="store_true",
                         help="instead, time the greedy path search against opt_einsum's on networks of 10, 20, 40 operands")
     parser.add_argument("--path-quality", type=int, metavar="N", default=0,
@@ -226,27 +238,36 @@ def main(argv: list[str]) -> int:
     if args.paths:
         return time_greedy_searches(min(rounds, 20), max(target_s, 0.01))
     rng = np.random.default_rng(0)
-    print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), numpy {np.__version__}, "
+    on_gpu = args.device == "cuda"
+    if on_gpu and not torch.cuda.is_available():
+        print("--device cuda: no CUDA device here (torch.cuda.is_available() is False)")
+        return 2
+    sync = torch.cuda.synchronize if on_gpu else no_sync
+    where = torch.cuda.get_device_name() if on_gpu else f"{torch.get_num_threads()} threads"
+    print(f"torch {torch.__version__} ({where}), numpy {np.__version__}, "
           f"opt_einsum {opt_einsum.__version__}; float32; {rounds} rounds of ~{target_s * 1e3:.0f} ms per implementation")
 
     rows = []
     for case, equation, arrays in fast_cases(rng):
-        tensors = [torch.from_numpy(a) for a in arrays]
+        tensors = [torch.from_numpy(a).to(args.device) for a in arrays]
         fns: dict[str, Callable[[], object]] = {
             "torch.einsum": lambda: torch.einsum(equation, *tensors),
             "tensorcraft.einsum": lambda: einsum(equation, *tensors),
         }
         if len(tensors) > 2:
             fns["torch.einsum (opt_einsum off)"] = lambda: torch_einsum_without_path(equation, *tensors)
-        fns["numpy.einsum(optimize=True)"] = lambda: np.einsum(equation, *arrays, optimize=True)
+        if not on_gpu:
+            fns["numpy.einsum(optimize=True)"] = lambda: np.einsum(equation, *arrays, optimize=True)
         fns["opt_einsum.contract (torch)"] = lambda: opt_einsum.contract(equation, *tensors)
         expected = torch.einsum(equation, *tensors)
         for name, fn in fns.items():
             check_equal(name, fn(), expected)
-        times = time_side_by_side(fns, rounds, target_s)
+        times = time_side_by_side(fns, rounds, target_s, sync)
         rows += [(case, name, t, times["torch.einsum"]) for name, t in times.items()]
     print_table("einsum, ratios to torch.einsum (target: tensorcraft within 1.1x everywhere; "
                 "faster than torch without path optimisation on 3 operands)", rows)
+    if on_gpu:
+        return 0
 
     rows = []
     for case, equation, arrays in loop_cases(rng):

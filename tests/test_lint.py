@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE = ("lib", "grader", "benchmarks", "tests")
+CODE = ("lib", "grader", "benchmarks", "scripts", "tests")
 
 
 def _ruff() -> list[str]:
