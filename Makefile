@@ -2,6 +2,7 @@
 #   make course   set up .venv, build the learner notebooks, open JupyterLab on the course home
 #   make test     set up .venv (and Chromium, for the browser test; bubblewrap, for the grading sandbox;
 #                 Graphviz, for the graph drawings), run the whole test suite
+# Also: make test-fast (the library and the checks, a few minutes), make test-gpu (what needs a CUDA device).
 # Everything installs into .venv in this folder; nothing is needed beforehand but python3 (>= 3.10).
 # For instructors (README, "For instructors"):
 #   make instructor   JupyterLab in the course directory with nbgrader's instructor tools
@@ -11,7 +12,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup browser sandbox graphviz hub-proxy course instructor test test-gpu check clean-venv
+.PHONY: setup browser sandbox graphviz hub-proxy course instructor test test-fast test-gpu check clean-venv
 
 # The stamp holds pyproject.toml's hash: a newer file with the same content (a fresh clone, a git
 # checkout) installs nothing again.
@@ -94,6 +95,11 @@ hub-proxy:
 
 test: $(STAMP) browser sandbox graphviz hub-proxy
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The library and the checks: no kernel, sandbox, browser, Dask, hub or nbgrader run (markers: tests/conftest.py).
+FAST := not (kernel or sandbox or browser or dask or hub or nbgrader)
+test-fast: $(STAMP) graphviz
+	$(PY) -m pytest -m "$(FAST)" $(PYTEST_ARGS)
 
 # Everything that needs a CUDA device (the cuda tests, Triton compiled natively, `grader check` with
 # its CUDA groups, the GPU benchmarks), results in $(OUT) or build/gpu-results/. Without a device

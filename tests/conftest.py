@@ -1,5 +1,14 @@
-"""Shared pytest set-up: hypothesis profiles and the CUDA marker."""
+"""Shared pytest set-up: hypothesis profiles, and the markers that say what a test needs.
+
+The markers (registered in pyproject.toml) sort the suite into tiers: ``make test-fast`` runs what
+needs none of ``kernel``, ``sandbox``, ``browser``, ``dask``, ``hub`` or ``nbgrader`` (the library
+and the checks); ``make test`` runs everything; ``make test-gpu`` what is marked ``cuda``. A test
+gets them from where it is, so that a new test in an existing file lands in that file's tier:
+its file (``NEEDS_BY_FILE``), the fixtures it uses (``NEEDS_BY_FIXTURE``), and its own decorators
+(in a file whose other tests need less).
+"""
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -16,6 +25,42 @@ settings.register_profile("thorough", max_examples=500, deadline=None,
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+TESTS = Path(__file__).resolve().parent
+KERNEL, SANDBOX, BROWSER, DASK, HUB, NBGRADER = "kernel", "sandbox", "browser", "dask", "hub", "nbgrader"
+# test file (relative to tests/) -> what every test in it needs
+NEEDS_BY_FILE = {
+    "test_course_command.py": (KERNEL,),                                # `make course` serves JupyterLab
+    "e2e/test_learner_browser.py": (BROWSER, KERNEL),
+    "e2e/test_learner_tools.py": (BROWSER, KERNEL),
+    "e2e/test_jupyterhub_class.py": (HUB, BROWSER, KERNEL, SANDBOX, NBGRADER),
+    "grader/test_autograde.py": (KERNEL, NBGRADER),
+    "grader/test_autograde_faults.py": (KERNEL, NBGRADER),
+    "grader/test_dask_grading.py": (DASK, KERNEL, NBGRADER),
+    "grader/test_exchange.py": (KERNEL, NBGRADER),
+    "grader/test_execute.py": (KERNEL,),
+    "grader/test_hostile_class.py": (KERNEL, SANDBOX, NBGRADER),
+    "grader/test_kernel_forks.py": (KERNEL, SANDBOX),
+    "grader/test_nbgrader_sandbox.py": (KERNEL, SANDBOX, NBGRADER),
+    "grader/test_pipeline.py": (KERNEL, NBGRADER),
+    "grader/test_preflight.py": (KERNEL, NBGRADER),
+    "grader/test_sandbox.py": (KERNEL, SANDBOX),
+}
+# fixture -> what a test that uses it needs
+NEEDS_BY_FIXTURE = {
+    "built_course": (NBGRADER,),       # the whole course built by nbgrader's converters (tests/grader/conftest.py)
+    "lab": (BROWSER, KERNEL),          # JupyterLab and Chromium (tests/e2e/conftest.py)
+    "page": (BROWSER, KERNEL),
+}
+
+
+def needs(item) -> set[str]:
+    """What ``item`` needs, by its file and its fixtures (its own markers come on top)."""
+    found = set(NEEDS_BY_FILE.get(item.path.resolve().relative_to(TESTS).as_posix(), ()))
+    for fixture in getattr(item, "fixturenames", ()):
+        found.update(NEEDS_BY_FIXTURE.get(fixture, ()))
+    return found
+
+
 def _cuda_available() -> bool:
     try:
         import torch
@@ -28,10 +73,12 @@ def pytest_configure(config):
     # checks run by the tests must not record into the progress file of whoever runs them
     # (tests of the recording set TENSORCRAFT_PROGRESS to a file of their own)
     os.environ["TENSORCRAFT_PROGRESS"] = "off"
-    config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped, with its reason, where none is present")
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for name in sorted(needs(item) - {m.name for m in item.iter_markers()}):
+            item.add_marker(name)
     if _cuda_available():
         return
     skip = pytest.mark.skip(reason="no CUDA device on this machine (torch.cuda.is_available() is False)")

@@ -3,6 +3,7 @@ import importlib.util
 import types
 from pathlib import Path
 
+import pytest
 import torch
 
 from grader import selfcheck
@@ -16,6 +17,8 @@ fake_class = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fake_class)
 
 
+@pytest.mark.kernel
+@pytest.mark.nbgrader
 def test_check_passes_on_the_course_and_prints_the_table(capsys):
     assert main(["check"]) == 0
     out = capsys.readouterr().out

@@ -71,6 +71,7 @@ def _scores(course: Course, learner: str) -> dict[str, float]:
         return {g.name: g.score for g in gradebook.find_submission_notebook("00_welcome", "00_welcome", learner).grades}
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("enabled", [False, True])
 def test_autograde_gives_partial_credit_when_the_course_enables_it(built_course, tmp_path, enabled):
     course = Course(tmp_path / "course")
