@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from nbgrader.utils import is_grade
 
 from .autograde import autograde
 from .build import build, solution_files
@@ -128,7 +129,7 @@ def check_exercises_listed(course: Course, assignment: str, verdict: NotebookVer
         return  # check_mutants reports it
     notebook = nbformat.read(course.source(assignment), as_version=4)
     for cell in notebook.cells:
-        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
+        if cell.cell_type == "code" and is_grade(cell):
             for name in sorted(set(CHECK_CALL.findall(cell.source)) - listed):
                 verdict.problems.append(
                     f"test cell {cell.metadata['nbgrader']['grade_id']} calls check_{name}, but "
@@ -174,14 +175,14 @@ def _graded_errors(notebook: Path) -> list[tuple[str, list[str]]]:
     """(grade_id, error names) of every graded cell of an executed notebook."""
     nb = nbformat.read(notebook, as_version=4)
     return [(c.metadata["nbgrader"]["grade_id"], [o.get("ename", "") for o in c.outputs if o.output_type == "error"])
-            for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")]
+            for c in nb.cells if c.cell_type == "code" and is_grade(c)]
 
 
 def _all_errors(notebook: Path, graded: bool = True) -> list[str]:
     """Every error output of an executed notebook (only those of ungraded cells unless ``graded``)."""
     nb = nbformat.read(notebook, as_version=4)
     return [f"cell {i + 1}: {o.get('ename')}: {o.get('evalue')}" for i, c in enumerate(nb.cells)
-            if c.cell_type == "code" and (graded or not c.metadata.get("nbgrader", {}).get("grade"))
+            if c.cell_type == "code" and (graded or not is_grade(c))
             for o in c.get("outputs", []) if o.output_type == "error"]
 
 

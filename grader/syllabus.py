@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from nbgrader.utils import is_grade
 
 NOTEBOOK_NAME = re.compile(r"^\d\d_\w+$")          # 00_welcome, 03_einsum_loops: the assignments
 CHECK_CALL = re.compile(r"\bcheck_(\w+)\(")
@@ -72,7 +73,7 @@ def graded_exercises(notebook: nbformat.NotebookNode) -> list[str]:
     """The exercises its graded cells check, in the order they appear."""
     names: list[str] = []
     for cell in notebook.cells:
-        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
+        if cell.cell_type == "code" and is_grade(cell):
             for name in CHECK_CALL.findall(cell.source):
                 if name not in names:
                     names.append(name)

@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from unittest.mock import patch
 
 import pytest
 import torch
@@ -18,13 +19,8 @@ from tensorcraft.compiler.codegen.kernel import Buffer, Kernel, Output, Stmt, ev
 @pytest.fixture(autouse=True, scope="module")
 def private_cache(tmp_path_factory):
     """Every test module run compiles into its own cache, so hits and misses are ours to count."""
-    old = os.environ.get("TENSORCRAFT_CACHE_DIR")
-    os.environ["TENSORCRAFT_CACHE_DIR"] = str(tmp_path_factory.mktemp("tensorcraft_cache"))
-    yield
-    if old is None:
-        del os.environ["TENSORCRAFT_CACHE_DIR"]
-    else:
-        os.environ["TENSORCRAFT_CACHE_DIR"] = old
+    with patch.dict(os.environ, TENSORCRAFT_CACHE_DIR=str(tmp_path_factory.mktemp("tensorcraft_cache"))):
+        yield
 
 
 def run(kernel, inputs):

@@ -7,6 +7,7 @@ test_codegen_triton.py starts that process. Sizes stay tiny: the interpreter run
 with numpy.
 """
 import os
+from unittest.mock import patch
 
 import pytest
 import torch
@@ -26,7 +27,8 @@ if DEVICE == "cuda" and not torch.cuda.is_available():
 
 @pytest.fixture(autouse=True, scope="module")
 def private_cache(tmp_path_factory):
-    os.environ["TENSORCRAFT_CACHE_DIR"] = str(tmp_path_factory.mktemp("tensorcraft_cache"))
+    with patch.dict(os.environ, TENSORCRAFT_CACHE_DIR=str(tmp_path_factory.mktemp("tensorcraft_cache"))):
+        yield
 
 
 def run(kernel, inputs):

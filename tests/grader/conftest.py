@@ -1,8 +1,24 @@
-"""Shared, expensive fixtures of the grader tests: one course build per test session."""
+"""Shared, expensive fixtures of the grader tests: the course built once, each solution run once.
+
+The suite grades notebooks in many places (``grader check`` on every notebook, the side-by-side
+run against nbgrader, the fake, hostile and Dask classes, the exchange), and each autograde batch
+first runs the solution of every assignment it grades (its preflight, :mod:`grader.preflight`).
+Within one test session nothing that preflight checks changes between batches of the same
+notebook: the same solution, the same sandbox, the same kept-kernel folder. So the first passing
+run of a solution, by a preflight or by ``grader check``, which grades the solution through the
+same autograde pipeline and demands the same full marks, serves every later batch of the session
+(:class:`SolutionRuns`). The tests of the preflight itself run it for real (``real_preflight``).
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
 from pathlib import Path
 
 import pytest
 
+from grader import autograde as autograde_module
+from grader import kernel_cache, selfcheck
 from grader.build import build
 from grader.course import Course
 
@@ -14,3 +30,79 @@ def built_course(tmp_path_factory) -> tuple[Course, Path]:
     course, notebooks = Course(root / "course"), root / "notebooks"
     build(course, notebooks=notebooks)
     return course, notebooks
+
+
+class SolutionRuns:
+    """Autograde's preflight, run once per solution per session: a later batch of the same solution,
+    sandboxed alike and with the same kept-kernel folder, takes the verdict of the first run (a run
+    that fails raises :class:`grader.preflight.SetupError` and is not kept)."""
+
+    def __init__(self, real):
+        self.real = real
+        self.passed: dict[tuple[str, bool, str], Path | None] = {}
+        self.enabled = True
+
+    @staticmethod
+    def key(course: Course, assignment: str, sandboxed: bool) -> tuple[str, bool, str]:
+        source = hashlib.sha256(course.source(assignment).read_bytes()).hexdigest()
+        return source, sandboxed, str(kernel_cache.cache_root())
+
+    def __call__(self, course: Course, assignment: str, *, sandboxed: bool, hidden, timeout: int, progress: bool = False):
+        key = self.key(course, assignment, sandboxed)
+        if self.enabled and key in self.passed and (self.passed[key] is None or self.passed[key].is_dir()):
+            return self.passed[key]
+        kept = self.real(course, assignment, sandboxed=sandboxed, hidden=hidden, timeout=timeout, progress=progress)
+        self.passed[key] = kept
+        return kept
+
+    def graded_in_full(self, course: Course, assignment: str, sandboxed: bool) -> None:
+        """``grader check`` graded the solution with full marks: what the preflight asks, already shown.
+        Keep what the preflight would have returned: the kept kernels, where a sandboxed run keeps any."""
+        kept = (kernel_cache.warm_cache(course, assignment)
+                if sandboxed and kernel_cache.compiles(course.source(assignment)) else None)
+        self.passed[self.key(course, assignment, sandboxed)] = kept
+
+
+@pytest.fixture(scope="session", autouse=True)
+def solution_runs():
+    """Every autograde batch of the session goes through one :class:`SolutionRuns`, and so does
+    ``grader check``, whose passing solutions count as run."""
+    runs = SolutionRuns(autograde_module.check_solution)
+    real_check = selfcheck.check_notebook
+
+    def check_notebook(course, assignment, workspace, timeout):
+        verdict = real_check(course, assignment, workspace, timeout)
+        if verdict.points and verdict.solution_score == verdict.points and not any(
+                p.startswith(("the solution", "solution:")) for p in verdict.problems):
+            runs.graded_in_full(course, assignment, autograde_module.sandboxed("auto"))
+        return verdict
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(autograde_module, "check_solution", runs)
+        patch.setattr(selfcheck, "check_notebook", check_notebook)
+        yield runs
+
+
+@pytest.fixture
+def real_preflight(solution_runs):
+    """For the tests of the preflight itself: every solution runs, whatever ran before."""
+    solution_runs.enabled = False
+    try:
+        yield
+    finally:
+        solution_runs.enabled = True
+
+
+@pytest.fixture
+def check_from_the_built_course(built_course, monkeypatch):
+    """``grader check`` starts its throw-away course directory from the session's build, so that its
+    own build (the same solutions, the same config) finds every release current and regenerates none;
+    it still writes and compares every learner notebook."""
+    real_build = selfcheck.build
+
+    def build_from_the_built_course(course, solutions, notebooks, only=None):
+        if not course.root.exists():
+            shutil.copytree(built_course[0].root, course.root)
+        return real_build(course, solutions, notebooks, only)
+
+    monkeypatch.setattr(selfcheck, "build", build_from_the_built_course)

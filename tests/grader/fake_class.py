@@ -3,6 +3,7 @@ import copy
 from pathlib import Path
 
 import nbformat
+from nbgrader.utils import is_grade
 
 from grader.build import source_notebook
 from grader.course import NOTEBOOKS, SOLUTIONS
@@ -41,7 +42,7 @@ def solution_points(assignment: str = "00_welcome") -> dict[str, float]:
     author who changes a point value changes no test)."""
     notebook = source_notebook(SOLUTIONS / f"{assignment}.py")
     return {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
-            for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")}
+            for c in notebook.cells if is_grade(c)}
 
 
 POINTS = solution_points()
@@ -73,7 +74,7 @@ def cheating_submission() -> nbformat.NotebookNode:
     """The stubs left in place, and every test cell emptied so that it cannot fail."""
     notebook = submission(None, None)
     for cell in notebook.cells:
-        if cell.metadata.get("nbgrader", {}).get("grade"):
+        if is_grade(cell):
             cell.source = "pass"
     return notebook
 

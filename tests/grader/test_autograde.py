@@ -11,6 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbgrader.api import Gradebook
+from nbgrader.utils import is_grade
 
 from grader.autograde import autograde
 from grader.course import Course, put_python_scripts_on_path
@@ -62,7 +63,7 @@ def test_a_timeout_and_a_dead_kernel_leave_errors_in_the_autograded_cells(graded
     def errors(learner):
         nb = nbformat.read(course.autograded(learner, "00_welcome"), as_version=4)
         return {c.metadata["nbgrader"]["grade_id"]: [o.ename for o in c.outputs if o.output_type == "error"]
-                for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+                for c in nb.cells if is_grade(c)}
     assert "KeyboardInterrupt" in errors("loops")["outer_tests"] or "CellTimeoutError" in errors("loops")["outer_tests"]
     assert errors("kills") == {"outer_tests": ["DeadKernelError"], "normalize_rows_tests": ["CellNotRun"]}
     assert errors("correct") == {"outer_tests": [], "normalize_rows_tests": []}

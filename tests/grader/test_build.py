@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import nbformat
+from nbgrader.utils import is_grade
 
 from grader.build import solution_files, source_notebook
 from grader.course import NOTEBOOKS, SOLUTIONS
@@ -40,13 +41,13 @@ def test_release_has_stubs_no_solutions_no_hidden_tests_no_outputs(built_course)
     text = json.dumps(release)
     assert "### BEGIN SOLUTION" in solution_text and "BEGIN SOLUTION" not in text
     assert "### BEGIN HIDDEN TESTS" in solution_text and "HIDDEN TESTS" not in text
-    assert "hidden=True)" not in "".join(c.source for c in release.cells if c.metadata.get("nbgrader", {}).get("grade"))
+    assert "hidden=True)" not in "".join(c.source for c in release.cells if is_grade(c))
     solution_cells = [c for c in release.cells if c.metadata.get("nbgrader", {}).get("solution")]
     assert solution_cells and all("raise NotImplementedError()" in c.source for c in solution_cells)
     assert all(not c.get("outputs") and c.get("execution_count") is None
                for c in release.cells if c.cell_type == "code")
     points = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
-              for c in release.cells if c.metadata.get("nbgrader", {}).get("grade")}
+              for c in release.cells if is_grade(c)}
     assert points and points == fake_class.solution_points()
 
 

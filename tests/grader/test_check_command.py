@@ -18,7 +18,7 @@ _spec.loader.exec_module(fake_class)
 
 
 @pytest.mark.kernel
-@pytest.mark.nbgrader
+@pytest.mark.usefixtures("check_from_the_built_course")
 def test_check_passes_on_the_course_and_prints_the_table(capsys):
     assert main(["check"]) == 0
     out = capsys.readouterr().out

@@ -9,6 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbgrader.api import Gradebook
+from nbgrader.utils import is_grade
 
 from grader.autograde import autograde
 from grader.course import Course, put_python_scripts_on_path
@@ -58,7 +59,7 @@ def errors(course: Course, learner: str) -> dict[str, list[str]]:
     """grade_id -> the error names in that graded cell's outputs, as autograded."""
     notebook = nbformat.read(course.autograded(learner, "00_welcome"), as_version=4)
     return {c.metadata["nbgrader"]["grade_id"]: [o.ename for o in c.outputs if o.output_type == "error"]
-            for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade")}
+            for c in notebook.cells if is_grade(c)}
 
 
 def write_hostile(folder: Path, learner: str, outer_cell: str) -> None:

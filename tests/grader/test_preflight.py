@@ -6,6 +6,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from nbgrader.utils import is_grade
 
 from grader import sandbox as sandbox_module
 from grader import selfcheck
@@ -20,6 +21,8 @@ fake_class = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fake_class)
 
 needs_sandbox = pytest.mark.skipif(unavailable() is not None, reason=f"no sandbox here: {unavailable()}")
+# the preflight itself is under test: it runs every time, not once per session (tests/grader/conftest.py)
+pytestmark = pytest.mark.usefixtures("real_preflight")
 
 
 def _hide_the_grading_code(monkeypatch):
@@ -88,7 +91,7 @@ def test_grader_check_names_the_cause_in_one_line(built_course, tmp_path, monkey
 def test_shortfall_is_none_for_full_marks_and_names_the_first_error_otherwise(built_course):
     source = nbformat.read(built_course[0].source("00_welcome"), as_version=4)
     assert shortfall(source) is None                 # no outputs: every test cell passes
-    graded = [i for i, c in enumerate(source.cells) if c.metadata.get("nbgrader", {}).get("grade")
+    graded = [i for i, c in enumerate(source.cells) if is_grade(c)
               and not c.metadata["nbgrader"].get("solution")]
     source.cells[graded[-1]].outputs = [nbformat.v4.new_output("error", ename="AssertionError",
                                                                evalue="check_x: 1 of 2 groups failed", traceback=[])]
