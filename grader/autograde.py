@@ -35,6 +35,7 @@ from .course import DEFAULT_COURSE, Course, put_python_scripts_on_path
 from .execute import Executed, execute_submission, start_worker
 from .export import CSV_NAME, lateness, write_csv
 from .feedback import feedback_exporter, stale_feedback, write_feedback
+from .files import copy_atomically, write_atomically
 from .kernel_cache import warm_cache
 from .nbgrader_sandbox import hidden_paths
 from .pipeline import cell_timeout, course_config, gradebook_writers, run
@@ -111,11 +112,7 @@ def _is_done(course: Course, submission: Submission) -> bool:
 
 
 def _mark_done(course: Course, submission: Submission, fingerprint: dict[str, str]) -> None:
-    marker = _done_marker(course, submission)
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    partial = marker.with_suffix(".partial")
-    partial.write_text(json.dumps(fingerprint))
-    os.replace(partial, marker)
+    write_atomically(_done_marker(course, submission), json.dumps(fingerprint))
 
 
 # ---------------------------------------------------------------- parent-side steps
@@ -139,9 +136,7 @@ def _register(course: Course, todo: list[Submission]) -> tuple[dict[Submission, 
             target.parent.mkdir(parents=True, exist_ok=True)
             exchange_files = [(c, target.parent / c.name) for c in submission.companions if c.name != "timestamp.txt"]
             for source, copy in [(submission.path, target)] + exchange_files:
-                partial = copy.with_name(copy.name + ".partial")
-                shutil.copyfile(source, partial)
-                os.replace(partial, copy)
+                copy_atomically(source, copy)
             stamp = target.with_name("timestamp.txt")
             if _timestamp_file(submission).is_file():
                 if _timestamp_file(submission).resolve() != stamp.resolve():   # not when graded in place
@@ -158,11 +153,7 @@ def _save(course: Course, executed: Executed) -> tuple[float, float, float]:
     """Write the autograded notebook and run the configured gradebook writers (scores, late
     penalty); the only gradebook writes of grading."""
     notebook = nbformat.reads(executed.notebook_json, as_version=4)
-    target = course.autograded(executed.learner, executed.assignment)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".partial")
-    partial.write_text(executed.notebook_json, encoding="utf-8")
-    os.replace(partial, target)
+    write_atomically(course.autograded(executed.learner, executed.assignment), executed.notebook_json)
     resources = {"nbgrader": {"student": executed.learner, "assignment": executed.assignment,
                               "notebook": executed.assignment, "db_url": course.db_url}}
     run(gradebook_writers(course_config(_config_file(course))), notebook, resources)

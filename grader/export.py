@@ -6,12 +6,13 @@ late-submission policy takes off the total; 0 for a submission on time or withou
 from __future__ import annotations
 
 import csv
-import os
+import io
 from pathlib import Path
 
 from nbgrader.api import Gradebook
 
 from .course import Course
+from .files import write_atomically
 
 CSV_NAME = "autograde-scores.csv"     # in the course directory, beside nbgrader export's grades.csv
 LATE_COLUMNS = ["timestamp", "seconds_late", "late", "late_penalty"]
@@ -62,11 +63,8 @@ def _number(value: float | None) -> object:
 
 def write_csv(course: Course, path: Path) -> Path:
     header, rows = score_rows(course)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(path.suffix + ".partial")
-    with partial.open("w", newline="", encoding="utf-8") as stream:
-        writer = csv.DictWriter(stream, fieldnames=header, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(partial, path)
-    return path
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=header, restval="")
+    writer.writeheader()
+    writer.writerows(rows)
+    return write_atomically(path, text.getvalue())

@@ -6,13 +6,13 @@ ClearHiddenTests, and tracebacks of test cells cut to their last line, since the
 hidden lines."""
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 from nbconvert import HTMLExporter
 
 from .course import Course
+from .files import write_atomically
 from .pipeline import course_config, feedback_steps
 from .submissions import EXCHANGE_FILES
 
@@ -33,11 +33,7 @@ def write_feedback(course: Course, learner: str, assignment: str, exporter: HTML
     resources = {"nbgrader": {"student": learner, "assignment": assignment, "notebook": assignment,
                               "db_url": course.db_url}}
     html, _ = exporter.from_filename(str(course.autograded(learner, assignment)), resources=resources)
-    target = course.feedback(learner, assignment)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".html.partial")
-    partial.write_text(html, encoding="utf-8")
-    os.replace(partial, target)
+    target = write_atomically(course.feedback(learner, assignment), html)
     for name in EXCHANGE_FILES:   # what `nbgrader release_feedback` reads to address the learner
         if (course.submitted(learner, assignment).parent / name).is_file():
             shutil.copyfile(course.submitted(learner, assignment).parent / name, target.parent / name)

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jupyter_core.paths import jupyter_data_dir
+
+from .files import write_atomically
 
 if TYPE_CHECKING:
     from .checks.report import CheckReport
@@ -70,16 +71,9 @@ def record(exercise_id: str, report: "CheckReport") -> bool:
         exercises = load(path)
         exercises[exercise_id] = {"status": outcome(report), "failed_groups": len(report.failed),
                                   "groups": len(report.outcomes), "at": time.strftime("%Y-%m-%d %H:%M:%S")}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # write a whole new file, then rename: a reader never sees half of one
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".progress-", suffix=".tmp",
-                                         delete=False, encoding="utf-8") as handle:
-            json.dump({"version": 1, "exercises": exercises}, handle, indent=1, sort_keys=True)
-        os.replace(handle.name, path)
+        # a reader (the course home) never sees half a file; the learner's record stays theirs alone
+        write_atomically(path, json.dumps({"version": 1, "exercises": exercises}, indent=1, sort_keys=True),
+                         private=True)
         return True
     except Exception:  # progress is a convenience: a read-only folder or a full disk must not fail a check
-        try:
-            os.unlink(handle.name)  # type: ignore[possibly-undefined]
-        except Exception:
-            pass
         return False
