@@ -55,7 +55,8 @@ NEEDS_BY_FIXTURE = {
 
 def needs(item) -> set[str]:
     """What ``item`` needs, by its file and its fixtures (its own markers come on top)."""
-    found = set(NEEDS_BY_FILE.get(item.path.resolve().relative_to(TESTS).as_posix(), ()))
+    path = item.path.resolve()
+    found = set(NEEDS_BY_FILE.get(path.relative_to(TESTS).as_posix(), ())) if path.is_relative_to(TESTS) else set()
     for fixture in getattr(item, "fixturenames", ()):
         found.update(NEEDS_BY_FIXTURE.get(fixture, ()))
     return found
