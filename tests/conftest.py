@@ -35,11 +35,13 @@ NEEDS_BY_FILE = {
     "e2e/test_jupyterhub_class.py": (HUB, BROWSER, KERNEL, SANDBOX, NBGRADER),
     "grader/test_autograde.py": (KERNEL, NBGRADER),
     "grader/test_autograde_faults.py": (KERNEL, NBGRADER),
+    "grader/test_build.py": (NBGRADER,),                               # nbgrader generate_assignment
     "grader/test_dask_grading.py": (DASK, KERNEL, NBGRADER),
     "grader/test_exchange.py": (KERNEL, NBGRADER),
     "grader/test_execute.py": (KERNEL,),
     "grader/test_hostile_class.py": (KERNEL, SANDBOX, NBGRADER),
     "grader/test_kernel_forks.py": (KERNEL, SANDBOX),
+    "grader/test_lab_roles.py": (KERNEL,),                             # Jupyter's own commands, per role
     "grader/test_nbgrader_sandbox.py": (KERNEL, SANDBOX, NBGRADER),
     "grader/test_pipeline.py": (KERNEL, NBGRADER),
     "grader/test_preflight.py": (KERNEL, NBGRADER),
