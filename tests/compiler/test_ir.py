@@ -1,6 +1,8 @@
 """The graph's own methods keep references right; both front-ends build through the one builder."""
 from __future__ import annotations
 
+import operator
+
 import pytest
 import torch
 
@@ -71,7 +73,13 @@ def test_the_builder_refuses_an_update_of_an_input_and_functionalizes_an_interme
     px = builder.placeholder(x, "x", 0)
     with pytest.raises(Refused, match="in-place update of an input"):
         builder.call(torch.Tensor.add_, (px, 1), {}, (x, 1), {})
-    y, py = builder.call(torch.mul, (px, 2), {}, (x, 2), {})
-    _, updated = builder.call(torch.Tensor.add_, (py, 1), {}, (y, 1), {})
+    y, py, not_updated = builder.call(torch.mul, (px, 2), {}, (x, 2), {})
+    assert not_updated is None
+    recorded = builder.call(torch.Tensor.add_, (py, 1), {}, (y, 1), {})
+    updated = recorded.updated  # the builder says what the call updated: front-ends do not re-derive it
+    assert recorded.value is y and recorded.node is updated and recorded.produced() == [(y, updated)]
     assert updated.op == "add" and updated.args[0] is py and updated.aliases is None
+    z, pz, _ = builder.call(torch.mul, (px, 3), {}, (x, 3), {})
+    recorded = builder.call(operator.setitem, (pz, 0, 5.0), {}, (z, 0, 5.0), {})  # z[0] = 5.0 returns None
+    assert recorded.value is None and recorded.produced() == [] and recorded.updated.args[0] is pz
     torch.testing.assert_close(y, x * 2 + 1)  # the program's own tensor was updated, as eager does
