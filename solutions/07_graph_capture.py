@@ -48,7 +48,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
 import tensorcraft as tc
-from tensorcraft.compiler.builder import GraphBuilder, is_inplace
+from tensorcraft.compiler.builder import GraphBuilder
 from tensorcraft.compiler.capture import Captured
 from tensorcraft.compiler.capture import capture as library_capture
 from tensorcraft.compiler.draw import draw_graph
@@ -296,25 +296,26 @@ with PrintCalls():
 # | `builder.placeholder(tensor, name, index)` | an input of the program (`index`: its position among the flat inputs) |
 # | `builder.param(tensor, qualified_name)` | a module tensor, read at every call by its qualified name (`conv1.weight`) |
 # | `builder.constant(tensor)` | a tensor baked into the graph |
-# | `builder.call(func, node_args, node_kwargs, args, kwargs)` | runs `func(*args, **kwargs)` and records it with the nodes `node_args`, `node_kwargs` in place of the tensors; returns `(result, recorded)` |
+# | `builder.call(func, node_args, node_kwargs, args, kwargs)` | runs `func(*args, **kwargs)` and records it with the nodes `node_args`, `node_kwargs` in place of the tensors; returns what it recorded: `(value, node, updated)` |
 # | `builder.output(values, spec)` | the output node: the flat returned values (nodes where tensors) and how to rebuild their structure |
 #
-# `recorded` is a node when the call returned one tensor, a tuple of nodes when it returned several
-# (`x.chunk(2)`), and the plain value itself otherwise (`x.shape`). An **in-place** call —
-# `t.relu_()`, `t += 1`, `F.relu(t, inplace=True)`, for which `is_inplace(func, name, kwargs)` is
-# true — is recorded in its functional form (`relu(t)`): the tensor `t` now holds the value of that
-# new node.
+# `builder.call` returns a named tuple: `value` is what the call returned; `node` is a node when it
+# returned one tensor, a tuple of nodes when it returned several (`x.chunk(2)`), and the plain value
+# itself otherwise (`x.shape`). An **in-place** call — `t.relu_()`, `t += 1`,
+# `F.relu(t, inplace=True)`, `t[0] = 1` — is recorded in its functional form (`relu(t)`), and
+# `updated` is that new node: the tensor `t` (the call's first argument) now holds its value. For
+# any other call `updated` is `None`.
 
 # %%
 builder = GraphBuilder()
 a = torch.randn(2, 3)
 a_node = builder.placeholder(a, "a", 0)
-s, s_node = builder.call(torch.sin, (a_node,), {}, (a,), {})                 # s = torch.sin(a)
-t, t_node = builder.call(torch.mul, (s_node, 2), {}, (s, 2), {})            # t = s * 2
-t, relu_node = builder.call(torch.Tensor.relu_, (t_node,), {}, (t,), {})    # t.relu_(): recorded as relu
-builder.output([relu_node], pytree.tree_flatten(t)[1])
+s, s_node, s_updated = builder.call(torch.sin, (a_node,), {}, (a,), {})       # s = torch.sin(a)
+t, t_node, _ = builder.call(torch.mul, (s_node, 2), {}, (s, 2), {})          # t = s * 2
+relu = builder.call(torch.Tensor.relu_, (t_node,), {}, (t,), {})             # t.relu_(): recorded as relu
+builder.output([relu.updated], pytree.tree_flatten(t)[1])                    # t now holds relu's value
 print(builder.graph)
-print("is_inplace(Tensor.relu_):", is_inplace(torch.Tensor.relu_, "relu_", {}))
+print("torch.sin(a) updated:", s_updated, "| t.relu_() updated t, now:", relu.updated)
 
 # %% [markdown]
 # ## Exercise 1 — a tracer (4 points)
@@ -332,8 +333,8 @@ print("is_inplace(Tensor.relu_):", is_inplace(torch.Tensor.relu_, "relu_", {}))
 #    - `__torch_function__`: replace the tensors in `args` and `kwargs` by their nodes
 #      (`to_nodes(args, self.node_for)`), record the call with `builder.call`, return the result,
 #      and remember the node of each tensor the call produced: one tensor, or each tensor of a
-#      tuple (with the nodes of the `recorded` tuple); for an in-place call
-#      (`is_inplace(func, canonical_name(func), kwargs)`) the tensor `args[0]` now has the new node;
+#      tuple (with the nodes of the tuple `node`); when `updated` is not `None` (an in-place call)
+#      the tensor `args[0]` now has that node;
 # 3. record the output node and return `Captured(graph, None, result, constants, input_names)`,
 #    with `input_names` one name per flat input (`"arg0"`, `"arg1"`, ...).
 #
@@ -385,10 +386,10 @@ class Tracer(TorchFunctionMode):
         kwargs = kwargs or {}
         ### BEGIN SOLUTION
         node_args, node_kwargs = to_nodes(args, self.node_for), to_nodes(kwargs, self.node_for)
-        result, recorded = self.builder.call(func, node_args, node_kwargs, args, kwargs)
-        if is_inplace(func, canonical_name(func), kwargs):
-            self.nodes[id(args[0])] = recorded
-        elif isinstance(result, torch.Tensor):
+        result, recorded, updated = self.builder.call(func, node_args, node_kwargs, args, kwargs)
+        if updated is not None:
+            self.nodes[id(args[0])] = updated
+        if isinstance(result, torch.Tensor):
             self.nodes[id(result)] = recorded
         elif isinstance(recorded, tuple):
             for value, node in zip(result, recorded):

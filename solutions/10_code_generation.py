@@ -471,7 +471,8 @@ print(wrapper_text[kernel_start: kernel_start + 1500])
 #   whose name the rest of the code uses. Allocate it: if the plan put it in a slot
 #   (`plan.slot_of[user]`), as the view `_slot<k>[:<numel>].view(<shape>)`, else as
 #   `torch.empty(<shape>, dtype=torch.<kernel.dtype>, device=<printer.value(node.device)>)`, where
-#   `<shape>` is `kernel.output_shape(output)`. Then call the kernel by `kernel.name`, with each input
+#   `<shape>` is `kernel.output_shape(output)`. Then call the compiled kernel, `kernels[node]`, by the
+#   name you bound it to in the namespace (the node's own, `node.name`: unique in the graph), with each input
 #   `node.args[j]` passed as `<its name>.contiguous().reshape(<kernel.inputs[j].shape as a tuple>)`,
 #   followed by the outputs;
 # - a `getitem` node of a kernel (`is_kernel_output(node)`): nothing, the kernel's lines assigned it;
@@ -482,8 +483,8 @@ print(wrapper_text[kernel_start: kernel_start + 1500])
 #
 # Before `def`, allocate each slot of `plan.slots` once:
 # `_slot<k> = torch.empty(<slot.numel>, dtype=<slot.dtype>, device=<printer.value(slot.device)>)`.
-# The namespace holds `torch`, every compiled kernel under its name (`kernels` is a dict
-# name → kernel) and the constants; `printer = SourcePrinter(namespace)` may add values it cannot
+# The namespace holds `torch`, every compiled kernel under its node's name (`kernels` is a dict
+# kernel node → compiled kernel) and the constants; `printer = SourcePrinter(namespace)` may add values it cannot
 # spell. Return `WrapperCode(source, namespace, [n.attrs["index"] for n in graph.placeholders],
 # [n.target for n in graph.params])`.
 #
@@ -500,7 +501,7 @@ print(wrapper_text[kernel_start: kernel_start + 1500])
 def generate_wrapper(graph, plan, kernels, name="forward"):
     """Python source of `name`(<inputs>, <params>) that allocates, calls the kernels and torch, frees, returns."""
     ### BEGIN SOLUTION
-    namespace = {"torch": torch, "operator": operator, "tensorcraft": tc, **kernels}
+    namespace = {"torch": torch, "operator": operator, **{node.name: compiled for node, compiled in kernels.items()}}
     printer = SourcePrinter(namespace)
     users = graph.users()
     header = [f"_slot{k} = torch.empty({s.numel}, dtype={s.dtype}, device={printer.value(s.device)})"
@@ -528,7 +529,7 @@ def generate_wrapper(graph, plan, kernels, name="forward"):
                 names.append(var)
             args = [f"{arg.name}.contiguous().reshape({tuple(buffer.shape)})"
                     for arg, buffer in zip(node.args, kernel.inputs)]
-            body.append(f"{kernel.name}({', '.join(args + names)})")
+            body.append(f"{node.name}({', '.join(args + names)})")
         elif is_kernel_output(node):
             pass
         elif node.kind == "call":
@@ -555,13 +556,15 @@ check_generate_wrapper(generate_wrapper, hidden=True)
 
 # %% [markdown]
 # Your wrapper for the MLP: `compile_graph` runs the compiler's stages after capture (passes, memory
-# plan, kernels, wrapper) on the captured graph, and takes the wrapper stage as `wrapper=`:
+# plan, kernels, wrapper) on the captured graph; like every stage, the wrapper is swapped with
+# `tc.substitute`:
 
 # %%
 from tensorcraft.compiler.pipeline import compile_graph  # noqa: E402
 
 try:
-    yours_mlp = compile_graph(compiled_mlp.compiled.captured, wrapper=generate_wrapper)
+    with tc.substitute(generate_wrapper=generate_wrapper):
+        yours_mlp = compile_graph(compiled_mlp.compiled.captured)
     print("equals eager:", torch.allclose(yours_mlp.fn(*mlp_args)[0], mlp(*mlp_args), atol=1e-5))
     print(yours_mlp.code.source)
 except NotImplementedError:

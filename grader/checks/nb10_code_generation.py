@@ -564,6 +564,8 @@ GENERATE_WRAPPER = Exercise(
                         "calls its load()",
         SyntaxError: "the wrapper's source is not valid Python: print it and read it",
         RecursionError: "you called generate_wrapper, which during the check is your own function",
+        KeyError: "a lookup found nothing: `kernels` is keyed by the kernel node (`kernels[node]`), not by a "
+                  "name, and `plan.slot_of` holds only the values the plan put in a slot (test `in` first)",
     },
     call=_through_the_wrapper,
     parts=("the compiled program's results", "problems with freeing and slots in your wrapper"),

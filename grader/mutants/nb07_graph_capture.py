@@ -63,11 +63,11 @@ class _Tracer(TorchFunctionMode):
             return func(*args, **kwargs)
         if self.torch_functions_only and getattr(torch, getattr(func, "__name__", ""), None) is not func:
             return func(*args, **kwargs)
-        result, recorded = self.builder.call(func, _to_nodes(args, self.node_for), _to_nodes(kwargs, self.node_for),
-                                             args, kwargs)
-        if is_inplace(func, name, kwargs):
-            self.nodes[id(args[0])] = recorded
-        elif isinstance(result, torch.Tensor):
+        result, recorded, updated = self.builder.call(func, _to_nodes(args, self.node_for),
+                                                      _to_nodes(kwargs, self.node_for), args, kwargs)
+        if updated is not None:
+            self.nodes[id(args[0])] = updated
+        if isinstance(result, torch.Tensor):
             self.nodes[id(result)] = recorded
         elif isinstance(recorded, tuple):
             for value, node in zip(result, recorded):
@@ -110,7 +110,7 @@ class _ShortNames(_Tracer):
 
 @mutant(CAPTURE, hint="an in-place call (t.relu_(), t += 1, F.relu(t, inplace=True)) changes a value the "
         "program reads afterwards: record it with builder.call like any other call (it records the functional "
-        "form) and map the updated tensor, args[0], to the node it returns")
+        "form) and map the updated tensor, args[0], to the node it returns as `updated`")
 def capture_skips_inplace_calls(fn, args=(), kwargs=None, module=None):
     return _capture(_SkipsInplace, fn, args, kwargs, module)
 

@@ -8,7 +8,6 @@ import operator
 
 import torch
 
-import tensorcraft
 from tensorcraft.compiler.codegen.literals import c_float, python_float
 from tensorcraft.compiler.codegen.python import BINARY_SOURCE, REDUCTION_SOURCE, UNARY_SOURCE
 from tensorcraft.compiler.codegen.wrapper import SourcePrinter, WrapperCode
@@ -213,7 +212,7 @@ def c_inlines_without_parentheses(kernel):
 
 def _generate_wrapper(graph, plan, kernels, name="forward", *, frees="after", contiguous=True, reshape=True,
                       returned=None, slots=True, device_of=lambda node: node.device):
-    namespace = {"torch": torch, "operator": operator, "tensorcraft": tensorcraft, **kernels}
+    namespace = {"torch": torch, "operator": operator, **{node.name: compiled for node, compiled in kernels.items()}}
     printer = SourcePrinter(namespace)
     users = graph.users()
     header = [f"_slot{i} = torch.empty({s.numel}, dtype={s.dtype}, device={printer.value(s.device)})"
@@ -243,7 +242,7 @@ def _generate_wrapper(graph, plan, kernels, name="forward", *, frees="after", co
             for arg, buffer in zip(node.args, kernel.inputs):
                 text = f"{arg.name}.contiguous()" if contiguous else arg.name
                 args.append(f"{text}.reshape({tuple(buffer.shape)})" if reshape else text)
-            body.append(f"{kernel.name}({', '.join(args + names)})")
+            body.append(f"{node.name}({', '.join(args + names)})")
         elif is_kernel_output(node):
             pass
         elif node.kind == "call":

@@ -224,6 +224,8 @@ def test_module_lists_and_tied_weights():
 
 
 def test_each_stage_of_the_pipeline_can_be_replaced():
+    import inspect
+
     from tensorcraft.compiler.capture import capture
     from tensorcraft.compiler.passes.memory_plan import MemoryPlan, plan_memory
     from tensorcraft.compiler.pipeline import compile_graph
@@ -231,7 +233,7 @@ def test_each_stage_of_the_pipeline_can_be_replaced():
 
     def no_reuse(graph):  # a planner that reuses nothing: every kernel output fresh
         calls.append("planner")
-        plan = plan_memory(graph)
+        plan = plan_memory.library(graph)  # the library's own stage (plan_memory is the substitute now)
         return MemoryPlan(fresh=set(plan.slot_of) | plan.fresh, last_use=plan.last_use, frees_after=plan.frees_after)
 
     def my_dce(graph):
@@ -240,9 +242,11 @@ def test_each_stage_of_the_pipeline_can_be_replaced():
         return eliminate_dead_code(graph)
     f = lambda x: torch.tanh(x * 2 + 1) @ x  # noqa: E731
     x = torch.randn(4, 4)
-    compiled = compile_graph(capture(f, (x,)).graph, backend="python", passes=[my_dce, "fusion"], planner=no_reuse)
+    with tensorcraft.substitute(plan_memory=no_reuse):  # the one way to swap a stage other than passes/backend
+        compiled = compile_graph(capture(f, (x,)).graph, backend="python", passes=[my_dce, "fusion"])
     torch.testing.assert_close(compiled.run([x], []), f(x))
     assert calls == ["dce", "planner"] and "_slot" not in compiled.code.source
+    assert not {"planner", "wrapper"} & set(inspect.signature(compile_graph).parameters)
 
 
 class _ReturnsFoldable(torch.nn.Module):

@@ -1,6 +1,8 @@
 """The graph's own methods keep references right; both front-ends build through the one builder."""
 from __future__ import annotations
 
+import operator
+
 import pytest
 import torch
 
@@ -71,7 +73,43 @@ def test_the_builder_refuses_an_update_of_an_input_and_functionalizes_an_interme
     px = builder.placeholder(x, "x", 0)
     with pytest.raises(Refused, match="in-place update of an input"):
         builder.call(torch.Tensor.add_, (px, 1), {}, (x, 1), {})
-    y, py = builder.call(torch.mul, (px, 2), {}, (x, 2), {})
-    _, updated = builder.call(torch.Tensor.add_, (py, 1), {}, (y, 1), {})
+    y, py, not_updated = builder.call(torch.mul, (px, 2), {}, (x, 2), {})
+    assert not_updated is None
+    recorded = builder.call(torch.Tensor.add_, (py, 1), {}, (y, 1), {})
+    updated = recorded.updated  # the builder says what the call updated: front-ends do not re-derive it
+    assert recorded.value is y and recorded.node is updated and recorded.produced() == [(y, updated)]
     assert updated.op == "add" and updated.args[0] is py and updated.aliases is None
+    z, pz, _ = builder.call(torch.mul, (px, 3), {}, (x, 3), {})
+    recorded = builder.call(operator.setitem, (pz, 0, 5.0), {}, (z, 0, 5.0), {})  # z[0] = 5.0 returns None
+    assert recorded.value is None and recorded.produced() == [] and recorded.updated.args[0] is pz
     torch.testing.assert_close(y, x * 2 + 1)  # the program's own tensor was updated, as eager does
+
+
+def test_a_copy_knows_the_node_each_of_its_nodes_copies_through_copies_of_copies():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    graph = capture(model, (torch.randn(3, 4),), module=model).graph
+    twice = eliminate_common_subexpressions(graph.copy())  # a pass on a copy: a copy of a copy
+    assert len(twice.origin) == len(twice.nodes) and all(n not in graph.nodes for n in twice.nodes)
+    for node in twice.nodes:
+        first = twice.origin[node]
+        assert first in graph.nodes and (first.name, first.kind, first.op) == (node.name, node.kind, node.op)
+    assert [twice.origin[p] for p in twice.params] == graph.params
+
+
+def test_a_compiled_graph_passes_module_tensors_by_node_not_by_name():
+    """A pass that renames the module tensors' nodes (and their qualified names) changes nothing:
+    the optimized graph's params are matched to the captured ones by the node each copies."""
+    from tensorcraft.compiler.pipeline import compile_graph
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    x = torch.randn(3, 4)
+    graph = capture(model, (x,), module=model).graph
+
+    def renames_params(g):
+        g = g.copy()
+        for node in reversed(g.params):  # names in the other order: a join by name would swap tensors
+            node.target = f"renamed_{len(g.params) - g.params.index(node)}"
+        return g
+    compiled = compile_graph(graph, backend="python", passes=[renames_params, "fusion"])
+    params = [dict(model.named_parameters())[p.target] for p in graph.params]
+    with torch.no_grad():
+        torch.testing.assert_close(compiled.run([x], params), model(x))

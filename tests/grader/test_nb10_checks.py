@@ -122,3 +122,13 @@ def test_public_cases_reject_every_mutant_and_show_it_its_own_hint(exercise):
     marked hidden-only), and one mistake gets one diagnosis (its own hint, on its first failing group)."""
     from mutant_rules import problems
     assert problems(EXERCISES[exercise]) == []
+
+
+def test_a_wrapper_that_looks_kernels_up_by_name_is_told_they_are_keyed_by_node():
+    def by_name(graph, plan, kernels, name="forward"):
+        for node in graph.nodes:
+            if node.kind == "kernel":
+                kernels[node.target.name]  # the kernel's name: kernels is keyed by its node
+        return _generate_wrapper(graph, plan, kernels, name)
+    report = WRAPPER.run(by_name)
+    assert report.failed and "keyed by the kernel node" in report.failed[0].hint, report.failed[0].hint

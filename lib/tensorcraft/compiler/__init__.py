@@ -15,6 +15,18 @@ every name known to ``tensorcraft.substitute``:
     passes.memory_plan.plan_memory                      liveness and buffer reuse
     codegen: python_source, c_source, triton_source     the kernel printers
     codegen.wrapper.generate_wrapper                    the Python function that runs a graph
+Swapping one is ``tensorcraft.substitute(plan_memory=my_plan)``: the one way (``compile_graph`` takes
+only ``passes=`` and ``backend=``).
+
+Imports only go down, so that each stage can be read and replaced on its own (tests/compiler/test_layers.py):
+    ir -> plans, functional, opnames -> builder, draw -> capture, passes/, codegen/, guards/ -> interpret
+       -> training -> pipeline -> dynamo_backend -> runtime -> api
+``passes/`` and ``codegen/`` never import each other (they share ``plans``), and no stage imports the
+package's face (``tensorcraft`` or this module); outside the compiler they read only
+``tensorcraft.trees`` (the one walker of nested values) and ``tensorcraft.stages``.
+
+What a compiled call is guarded on and what capture refuses: ``guards`` and ``guards.values``
+(module docstrings), ``capture``, and the README's compiler section.
 """
 from . import api, capture, dynamo_backend, guards  # noqa: F401
 from .codegen import c, python, triton, wrapper  # noqa: F401

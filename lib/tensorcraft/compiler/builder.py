@@ -11,14 +11,17 @@ converter); the builder decides everything else, the same way for both:
     Python, writes into an ``out=`` tensor, batch norm updating running statistics...) by raising
     `Refused` with the reason;
   * it records an in-place update of an intermediate nobody else sees as its functional form
-    (``t.add_(1)`` -> ``t2 = add(t, 1)``; the front-end then maps ``t`` to ``t2``), and refuses one
-    on an input, a parameter, a constant or memory another value shares;
-  * it records which input a result is a view of, as a reference: ``node.aliases``.
+    (``t.add_(1)`` -> ``t2 = add(t, 1)``), and refuses one on an input, a parameter, a constant or
+    memory another value shares;
+  * it records which input a result is a view of, as a reference: ``node.aliases``;
+  * it returns what it recorded as a `Recorded`: the value, its node(s), and — for an in-place
+    call — the node that now holds the updated argument, so a front-end binds what it is told and
+    never re-derives whether a call was in place.
 """
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 
@@ -50,6 +53,22 @@ class Refused(Exception):
     @property
     def ran(self) -> bool:
         return self.result is not _NOT_RUN
+
+
+class Recorded(NamedTuple):
+    """What one ``GraphBuilder.call`` recorded."""
+    value: Any               # what the call returned (the program goes on with it)
+    node: Any                # a Node for one tensor, a tuple of Nodes (and plain values) for several, else the value
+    updated: Node | None = None  # an in-place call: the node that now holds its first argument's value
+
+    def produced(self) -> list[tuple[torch.Tensor, Node]]:
+        """(tensor, node) for every tensor the call returned or updated: what a front-end binds."""
+        pairs = []
+        if isinstance(self.value, torch.Tensor) and isinstance(self.node, Node):
+            pairs.append((self.value, self.node))
+        elif isinstance(self.node, tuple):
+            pairs += [(v, n) for v, n in zip(self.value, self.node) if isinstance(n, Node)]
+        return pairs
 
 
 def is_inplace(func: Callable, op: str, kwargs: dict) -> bool:
@@ -103,14 +122,13 @@ class GraphBuilder:
 
     # -- calls --------------------------------------------------------------------------------
     def call(self, func: Callable, args: Any, kwargs: dict, real_args: tuple, real_kwargs: dict, *,
-             op: str | None = None, name: str | None = None) -> tuple[Any, Any]:
+             op: str | None = None, name: str | None = None) -> Recorded:
         """Run ``func(*real_args, **real_kwargs)`` and record it; ``args``/``kwargs`` are the same
         arguments with the front-end's nodes in place of its values.
 
-        Returns (what the call returned, what was recorded): a Node for a tensor, a tuple of Nodes
-        (and plain values) for several results, the plain value itself otherwise. An in-place call
-        records its functional form, whose Node the front-end must now use for the updated tensor.
-        Raises Refused."""
+        Returns a `Recorded`: the value, and a Node for a tensor, a tuple of Nodes (and plain values)
+        for several results, the plain value itself otherwise. An in-place call records its functional
+        form; ``Recorded.updated`` is its node, which now stands for the first argument. Raises Refused."""
         op = op or opnames.canonical_name(func)
         why = opnames.refusal(op, real_args, real_kwargs)
         if why is None and real_kwargs.get("out") is not None:
@@ -120,7 +138,7 @@ class GraphBuilder:
         if is_inplace(func, op, real_kwargs):
             return self._functionalize(func, op, args, kwargs, real_args, real_kwargs, name)
         result = func(*real_args, **real_kwargs)
-        return result, self._record(func, op, args, kwargs, result, name or op)
+        return Recorded(result, self._record(func, op, args, kwargs, result, name or op))
 
     def _record(self, func: Callable, op: str, args: Any, kwargs: dict, result: Any, name: str) -> Any:
         if isinstance(result, torch.Tensor):
@@ -145,7 +163,7 @@ class GraphBuilder:
                 items.append(value)
         return tuple(items)
 
-    def _functionalize(self, func, op, args, kwargs, real_args, real_kwargs, name) -> tuple[Any, Node]:
+    def _functionalize(self, func, op, args, kwargs, real_args, real_kwargs, name) -> Recorded:
         """Record ``t.op_(...)`` on a fresh intermediate ``t`` as ``op(t, ...)``; refuse anything else."""
         target, target_node = real_args[0] if real_args else None, args[0] if args else None
         if not isinstance(target, torch.Tensor) or not isinstance(target_node, Node):
@@ -171,7 +189,8 @@ class GraphBuilder:
         node = self.graph.add_like(target, "call", pure_op, pure, args, {**kwargs, **_changed(real_kwargs, pure_kwargs)},
                                    name=name or pure_op)
         self.values.pop(target_node, None)  # its memory now holds the new value only
-        return result, self._keep(node, target)
+        self._keep(node, target)
+        return Recorded(result, node, updated=node)
 
     def _alias(self, result: torch.Tensor, args: Any, kwargs: Any) -> Node | None:
         """The input node whose memory ``result`` shares (a view of it), else None."""

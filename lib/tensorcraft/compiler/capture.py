@@ -33,7 +33,7 @@ from torch.overrides import TorchFunctionMode
 from .. import trees
 from . import opnames
 from ..stages import swappable
-from .builder import PLAIN_RESULTS, GraphBuilder, Refused, is_inplace
+from .builder import PLAIN_RESULTS, GraphBuilder, Refused
 from .ir import Graph, Node
 
 
@@ -236,16 +236,12 @@ class _Recorder(TorchFunctionMode):
             return iter(self.__torch_function__(torch.unbind, types, (args[0],), {}))
         try:
             node_args, node_kwargs = self._to_nodes(tuple(args)), self._to_nodes(kwargs)
-            result, recorded = self.builder.call(func, node_args, node_kwargs, tuple(args), kwargs, op=name)
+            recorded = self.builder.call(func, node_args, node_kwargs, tuple(args), kwargs, op=name)
         except Refused as refusal:
             self.refuse(str(refusal))
             return refusal.result if refusal.ran else func(*args, **kwargs)
-        if is_inplace(func, name, kwargs):
-            self.bind(args[0], recorded)  # the updated tensor is the functional form's value now
-        elif isinstance(result, torch.Tensor):
-            self.bind(result, recorded)
-        elif isinstance(recorded, tuple):
-            for value, node in zip(result, recorded):
-                if isinstance(node, Node):
-                    self.bind(value, node)
-        return result
+        for tensor, node in recorded.produced():
+            self.bind(tensor, node)
+        if recorded.updated is not None:  # the updated tensor is the functional form's value now
+            self.bind(args[0], recorded.updated)
+        return recorded.value

@@ -30,7 +30,7 @@ import torch.fx
 from .. import trees
 from . import opnames
 from ..stages import swappable
-from .builder import GraphBuilder, Refused, is_inplace
+from .builder import GraphBuilder, Refused
 from .ir import Graph
 from .training import need_grad
 from .pipeline import compile_graph
@@ -89,13 +89,13 @@ class _Converter(torch.fx.Interpreter):
         else:
             func, op = n.target, opnames.canonical_name(n.target)
         try:
-            result, recorded = self.builder.call(func, args, kwargs, real_args, real_kwargs, op=op, name=n.name)
+            recorded = self.builder.call(func, args, kwargs, real_args, real_kwargs, op=op, name=n.name)
         except Refused as refusal:
             raise Refused(f"{refusal}: {n.format_node()}") from None
-        self.ours[n] = recorded
-        if is_inplace(func, op, real_kwargs) and isinstance(n.args[0], torch.fx.Node):
-            self.ours[n.args[0]] = recorded  # later readers of the updated tensor read the new value
-        return result
+        self.ours[n] = recorded.node
+        if recorded.updated is not None:  # later readers of the updated tensor read the new value
+            self.ours[n.args[0]] = recorded.updated
+        return recorded.value
 
 
 @swappable

@@ -115,6 +115,7 @@ class Graph:
         self.output_spec: Any = None  # torch.utils._pytree.TreeSpec of the returned structure
         self.frozen = frozen
         self.baked: set[str] = set()  # params whose values a pass baked in (the guards compare them)
+        self.origin: dict[Node, Node] = {}  # node of a copy -> the node it copies, in the first graph copied
         self._names: dict[str, int] = {}
         self._used: set[str] = set()
 
@@ -231,7 +232,9 @@ class Graph:
         return result
 
     def copy(self) -> Graph:
-        """A new graph with new nodes (same targets): passes work on copies, never in place."""
+        """A new graph with new nodes (same targets): passes work on copies, never in place. The copy's
+        ``origin`` maps each new node to the one it copies (through copies of copies, to the first
+        graph's): how a later stage finds a captured node's counterpart without matching names."""
         new = Graph(frozen=self.frozen)
         new.output_spec = self.output_spec
         new.baked = set(self.baked)
@@ -243,6 +246,7 @@ class Graph:
                          map_args(n.kwargs, mapping.__getitem__), n.shape, n.dtype, n.device,
                          None if n.aliases is None else mapping[n.aliases], dict(n.attrs))
             mapping[n] = clone
+            new.origin[clone] = self.origin.get(n, n)
             new.nodes.append(clone)
         return new
 

@@ -1,8 +1,9 @@
 """The whole compiler after capture, stage by stage: passes -> memory plan -> kernels -> wrapper -> load.
 
 ``compile_graph`` calls each stage by its public name, so a notebook can run them one at a time, pass
-its own (``compile_graph(graph, passes=[my_dce, ...], planner=my_plan, wrapper=..., backend=...)``),
-or substitute one anywhere with ``tensorcraft.substitute(plan_memory=my_plan)``. The result, a
+its own passes and kernel backend (``compile_graph(graph, passes=[my_dce, ...], backend=...)``), or
+swap any other stage — the one way to — with ``tensorcraft.substitute(plan_memory=my_plan,
+generate_wrapper=my_wrapper)``. The result, a
 `CompiledGraph`, keeps every intermediate (captured and optimized graphs, plan, sources) and runs the
 generated code, through the autograd wrapper of ``training`` when gradients are needed.
 """
@@ -36,8 +37,14 @@ class CompiledGraph:
     notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        position = {name: i for i, name in enumerate(self.param_names)}
-        self._param_positions = [position[name] for name in self.code.param_names]
+        # the wrapper takes the optimized graph's module tensors; run() is handed the captured graph's:
+        # each optimized param node is found by the captured node it copies, not by its name
+        position = {node: i for i, node in enumerate(self.captured.params)}
+        unknown = [n.name for n in self.optimized.params if self.optimized.origin.get(n) not in position]
+        if unknown:
+            raise ValueError(f"the optimized graph reads module tensors the captured graph does not ({unknown}): "
+                             "a pass must work on graph.copy() and never make param nodes of its own")
+        self._param_positions = [position[self.optimized.origin[n]] for n in self.optimized.params]
         self._tensor_outputs = [i for i, a in enumerate(self.captured.output.args) if isinstance(a, Node)]
         self._has_kernels = self.optimized.count(kind="kernel") > 0
         self._single_output = self.captured.output_spec.is_leaf()  # the function returned one value
@@ -102,43 +109,41 @@ def run_passes(graph: Graph, passes: Sequence[Pass | str]) -> Graph:
     return graph
 
 
-def compile_kernels(graph: Graph, backend: str | Callable | None) -> tuple[dict[str, Any], str, list[str]]:
-    """Compile every kernel node with the backend; the default backend falls back to python, noted."""
+def compile_kernels(graph: Graph, backend: str | Callable | None) -> tuple[dict[Node, Any], str, list[str]]:
+    """Compile every kernel node with the backend (kernel node -> compiled kernel); the default backend
+    falls back to python, noted."""
     device = graph_device(graph)
     chosen = backend or backends.default_backend(device)
     notes: list[str] = []
-    compiled: dict[str, Any] = {}
+    compiled: dict[Node, Any] = {}
     for node in graph.nodes:
         if node.kind != "kernel":
             continue
         try:
-            compiled[node.target.name] = backends.compile_with(chosen, node.target)
+            compiled[node] = backends.compile_with(chosen, node.target)
         except backends.BackendUnavailable as error:
             if backend is not None:  # asked for by name: say so, do not substitute
                 raise
             notes.append(f"{error}; using the python backend instead")
             chosen = "python"
-            compiled[node.target.name] = backends.compile_with(chosen, node.target)
+            compiled[node] = backends.compile_with(chosen, node.target)
     return compiled, backends.backend_name(chosen), notes
 
 
 def compile_graph(graph: Graph, backend: str | Callable | None = None, passes: Sequence[Pass | str] | None = None,
-                  debug: bool = False, need_grad: bool = False, planner: Callable[[Graph], MemoryPlan] = plan_memory,
-                  wrapper: Callable[..., WrapperCode] = generate_wrapper) -> CompiledGraph:
+                  debug: bool = False, need_grad: bool = False) -> CompiledGraph:
     """Optimize ``graph`` (a captured Graph, left unchanged) and turn it into a callable.
 
     ``passes``: a list of Graph -> Graph functions or names (None: ``GRADIENT_PASSES`` when
-    ``need_grad``, else ``DEFAULT_PASSES``); ``backend``: a name or a compile_kernel function. The way
-    to swap any other stage is ``tensorcraft.substitute(plan_memory=..., generate_wrapper=...)``;
-    ``planner=`` and ``wrapper=`` stay only because notebook 10 and a test pass them: they call the
-    given function in that one place, without a substitute (so it may call the library's stage).
+    ``need_grad``, else ``DEFAULT_PASSES``); ``backend``: a name or a compile_kernel function. Any
+    other stage is swapped with ``tensorcraft.substitute(plan_memory=..., generate_wrapper=...)``.
     """
     if passes is None:
         passes = GRADIENT_PASSES if need_grad else DEFAULT_PASSES
     optimized = run_passes(graph.copy(), passes)
-    plan = planner(optimized)
+    plan = plan_memory(optimized)
     kernels, chosen, notes = compile_kernels(optimized, backend)
-    code = wrapper(optimized, plan, kernels)
+    code = generate_wrapper(optimized, plan, kernels)
     fn = code.load()
     result = CompiledGraph(graph, optimized, plan, code, chosen, fn, notes)
     if debug:

@@ -36,8 +36,9 @@ class WrapperCode:
     source: str
     namespace: dict[str, Any]
     placeholder_indices: list[int]   # which flat inputs are the function's tensor arguments, in order
-    param_names: list[str]           # qualified names of the module tensors passed after them
-    kernel_sources: dict[str, str] = field(default_factory=dict)
+    param_names: list[str]           # qualified names of the module tensors passed after them (for people:
+    # the pipeline matches them to the captured graph by node, graph.origin)
+    kernel_sources: dict[str, str] = field(default_factory=dict)  # kernel node's name -> its source
 
     def load(self, name: str = "forward") -> Callable[..., tuple]:
         """Execute the source in a fresh namespace and return its function. The source is compiled
@@ -123,9 +124,10 @@ def _meta(node: Node) -> str:
 
 
 @swappable
-def generate_wrapper(graph: Graph, plan: MemoryPlan, kernels: dict[str, CompiledKernel],
+def generate_wrapper(graph: Graph, plan: MemoryPlan, kernels: dict[Node, CompiledKernel],
                      name: str = "forward") -> WrapperCode:
-    """Python source of ``forward(<tensor inputs>, <module tensors>)`` returning the flat outputs."""
+    """Python source of ``forward(<tensor inputs>, <module tensors>)`` returning the flat outputs.
+    ``kernels``: each kernel node's compiled kernel, bound in the namespace (and called) by the node's name."""
     namespace: dict[str, Any] = {"torch": torch, "operator": operator, "functional": functional}
     printer = SourcePrinter(namespace)
     users = graph.users()
@@ -157,14 +159,14 @@ def generate_wrapper(graph: Graph, plan: MemoryPlan, kernels: dict[str, Compiled
         if dead and node.kind != "output":
             body.append(f"del {', '.join(dead)}")
     source = "\n".join(header) + f"\n\n\ndef {name}({signature}):\n" + "\n".join("    " + line for line in body) + "\n"
-    for kname, compiled in kernels.items():
-        namespace[kname] = compiled
+    for knode, compiled in kernels.items():
+        namespace[knode.name] = compiled
     return WrapperCode(source, namespace, [n.attrs["index"] for n in placeholders], [n.target for n in params],
-                       {k: getattr(c, "source", "") for k, c in kernels.items()})
+                       {k.name: getattr(c, "source", "") for k, c in kernels.items()})
 
 
 def _kernel_lines(node: Node, users: list[Node], plan: MemoryPlan, printer: SourcePrinter,
-                  kernels: dict[str, CompiledKernel], contiguous: set[Node]) -> list[str]:
+                  kernels: dict[Node, CompiledKernel], contiguous: set[Node]) -> list[str]:
     kernel: Kernel = node.target
     outputs_by_index = {u.args[1]: u for u in users if u.kind == "call" and u.op == "getitem"}
     again = f" (recomputing {node.attrs['recomputes']})" if node.attrs.get("recomputes") else ""
@@ -192,5 +194,5 @@ def _kernel_lines(node: Node, users: list[Node], plan: MemoryPlan, printer: Sour
             ins.append(arg.name)
         else:  # fewer dims than the iteration space: a view with leading 1s (still contiguous)
             ins.append(f"{arg.name}.reshape({tuple(buffer.shape)!r})")
-    lines.append(f"{kernel.name}({', '.join(ins + out_names)})")
+    lines.append(f"{node.name}({', '.join(ins + out_names)})")
     return lines

@@ -1,5 +1,8 @@
 """Attention: ``softmax(q @ k^T * scale [masked_fill(mask, -inf)]) @ v`` becomes one fused call.
 
+The scale may also be applied to the query first (``q * scale @ k^T``, as timm and nanoGPT write it):
+it goes into the fused call's ``scale`` too, so the scaled copy of the query is never written.
+
 Written out, attention is five torch calls that each write an [.., L, S] tensor of scores (the
 product, the scaled scores, the masked scores, the weights). torch's
 ``scaled_dot_product_attention`` computes the same in one pass over blocks of keys, with its own
@@ -46,6 +49,15 @@ def _is_last_two_transpose(node: Node) -> bool:
     return {d % rank for d in node.args[1:] if isinstance(d, int)} == {rank - 2, rank - 1}
 
 
+def _scaled(node: Node) -> tuple[Node, float] | None:
+    """(x, factor) when node is ``x * factor``, ``factor * x`` or ``x / divisor`` by a plain number."""
+    if node.op in ("mul", "rmul", "div") and len(node.args) == 2 and not node.kwargs \
+            and isinstance(node.args[0], Node) and isinstance(node.args[1], (int, float)) \
+            and not isinstance(node.args[1], bool) and node.args[1] != 0:
+        return node.args[0], 1.0 / node.args[1] if node.op == "div" else float(node.args[1])
+    return None
+
+
 def match(p_v: Node, users: dict[Node, list[Node]], returned: set[Node]) -> dict | None:
     """The parts of an attention ending at the matmul ``p_v``, or None when it is not one."""
     if p_v.op != "matmul" or len(p_v.args) != 2 or p_v.kwargs or not all(isinstance(a, Node) for a in p_v.args):
@@ -64,14 +76,11 @@ def match(p_v: Node, users: dict[Node, list[Node]], returned: set[Node]) -> dict
     else:
         reader = weights
     scale = 1.0
-    if scores.op in ("mul", "rmul", "div") and len(scores.args) == 2 and not scores.kwargs \
-            and isinstance(scores.args[0], Node) and isinstance(scores.args[1], (int, float)) \
-            and not isinstance(scores.args[1], bool) and scores.args[1] != 0:
+    if (scaled := _scaled(scores)) is not None:
         if not _only_reader(scores, reader, users, returned):
             return None
         chain.append(scores)
-        scale = 1.0 / scores.args[1] if scores.op == "div" else float(scores.args[1])
-        reader, scores = scores, scores.args[0]
+        reader, (scores, scale) = scores, scaled
     q_k = scores
     if q_k.op != "matmul" or len(q_k.args) != 2 or q_k.kwargs or not _only_reader(q_k, reader, users, returned):
         return None
@@ -81,6 +90,10 @@ def match(p_v: Node, users: dict[Node, list[Node]], returned: set[Node]) -> dict
         return None
     k = k_t.args[0]
     chain += [q_k, k_t]
+    if (scaled := _scaled(q)) is not None and _only_reader(q, q_k, users, returned) \
+            and scaled[0].shape == q.shape and scaled[0].dtype == q.dtype:  # the query scaled first
+        chain.append(q)
+        q, scale = scaled[0], scale * scaled[1]
     tensors = (q, k, v)
     if any(t.shape is None or len(t.shape) < 3 or t.dtype is None or not t.dtype.is_floating_point
            or t.dtype != q.dtype or t.device != q.device for t in tensors):

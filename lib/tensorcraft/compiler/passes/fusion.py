@@ -269,12 +269,12 @@ def _build_kernel(graph: Graph, group: Group, meaning, stored, replaced: dict[No
             outputs.append((Output(f"out{len(outputs)}", name), n))
     if not outputs:  # every reader recomputes this group's values: nothing left to run
         return []
-    kernel_name = graph.fresh_name("fused")
-    kernel = Kernel(kernel_name, group.shape, tuple(buffers), tuple(stmts), tuple(o for o, _ in outputs),
-                    KERNEL_DTYPES[group.dtype])
-    knode = graph.create("kernel", "kernel", kernel, tuple(inputs), name=kernel_name, device=group.device,
+    knode = graph.create("kernel", "kernel", None, tuple(inputs), name="fused", device=group.device,
                          attrs={"fused": ", ".join(n.op for n in group.members),
                                 "recomputes": ", ".join(n.op for n in group.recomputed)})
+    kernel = Kernel(knode.name, group.shape, tuple(buffers), tuple(stmts), tuple(o for o, _ in outputs),
+                    KERNEL_DTYPES[group.dtype])
+    knode.target = kernel  # the kernel is named as its node: the wrapper calls it by that name
     result = [knode]
     for index, (out, original) in enumerate(outputs):
         shape = kernel.output_shape(out)
