@@ -7,10 +7,23 @@ mutant's (or a crash with the same error, or the same edit of an input) prints t
 naming the misconception behind the mismatch. Mutants are tried in the order they are registered:
 where two give the same result, the first one's hint shows, so `grader check` reports that pair
 unless a case tells them apart.
+
+A mutant never holds a working copy of the right answer: a learner's kernel can import this
+package, and a copy would pass every check while the tripwires guard only the library. A mistake
+in a library stage is written as a patch of the library's own source (:func:`patched`: replace one
+piece of text that occurs exactly once, compiled apart from the module), so the library stays the
+one copy and ``grader check`` proves every patch still applies; a small standalone wrong answer
+(a transposed result, a wrong constant, wrong values written out) is written as a plain function
+(:func:`mutant`). A helper with switches that gives the right answer with them off is neither.
 """
 from __future__ import annotations
 
+import __future__
+import ast
 import importlib
+import inspect
+import sys
+import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -50,3 +63,93 @@ def mutants_for(exercise: str) -> list[Mutant]:
         if error.name != f"{__name__}.{module}":
             raise
     return list(REGISTRY.get(exercise, []))
+
+
+class PatchError(ValueError):
+    """A patched mutant's edit no longer applies to the reference's source (its text is not there
+    exactly once, or the edit changes nothing): ``grader check`` names the mutant."""
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace ``old`` (which must occur exactly once) by ``new`` in the source of ``within`` (the
+    reference itself when None, else a helper function of the reference's module that it calls)."""
+    old: str
+    new: str
+    within: Callable[..., Any] | None = None
+
+
+class Patched:
+    """A known-wrong answer made from the library's own source with small edits, as mutation-testing
+    tools make theirs: the library is the one copy of the right answer, and a mutant holds only the
+    mistake. Built when its module is imported (outside any check): the source of the reference and of
+    each edited helper is read with ``inspect.getsource``, edited, stripped of decorators (a stage's
+    ``@swappable``), compiled and run in a copy of the reference module's namespace, so that the
+    mutant calls the helpers the module had then (not the tripwires a check sets on them later) and the
+    module itself is left as it was. An edit that no longer applies, or that changes nothing, does not
+    stop the import: the mutant raises :class:`PatchError` when called, and ``grader check`` fails
+    naming it (``problem``). The object is no plain function, so that the tripwires' search for a
+    forbidden function a learner's answer holds does not mistake the helpers it calls for one."""
+
+    def __init__(self, name: str, reference: Callable[..., Any], edits: tuple[Edit, ...]):
+        self.__name__ = self.__qualname__ = name
+        self.reference = _own_function(reference)
+        self.edits = edits
+        self.problem: str | None = None
+        try:
+            self._function = self._build()
+        except PatchError as error:
+            self.problem, self._function = str(error), None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._function is None:
+            raise PatchError(f"mutant {self.__name__}: {self.problem}")
+        return self._function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<mutant {self.__name__}: {len(self.edits)} edit(s) of {self.reference.__module__}.{self.reference.__qualname__}>"
+
+    def _build(self) -> Callable[..., Any]:
+        module = sys.modules[self.reference.__module__]
+        namespace = dict(vars(module))
+        targets: dict[Callable[..., Any], list[Edit]] = {self.reference: []}
+        for edit in self.edits:
+            targets.setdefault(_own_function(edit.within) if edit.within else self.reference, []).append(edit)
+        for fn, edits in targets.items():
+            if fn.__module__ != module.__name__:
+                raise PatchError(f"{fn.__qualname__} is not in {module.__name__}, the module of {self.reference.__qualname__}")
+            source = textwrap.dedent(inspect.getsource(fn))
+            edited = source
+            for edit in edits:
+                count = edited.count(edit.old)
+                if count != 1:
+                    raise PatchError(f"the edit {edit.old!r} -> {edit.new!r} needs its old text exactly once in "
+                                     f"{module.__name__}.{fn.__qualname__}, found {count} times")
+                edited = edited.replace(edit.old, edit.new)
+            tree = ast.parse(edited)
+            if edits and ast.dump(tree) == ast.dump(ast.parse(source)):
+                raise PatchError(f"the edits of {module.__name__}.{fn.__qualname__} change nothing the code does")
+            definition = tree.body[0]
+            if not isinstance(definition, ast.FunctionDef) or definition.name != fn.__name__:
+                raise PatchError(f"{module.__name__}.{fn.__qualname__} is no plain function")
+            definition.decorator_list = []
+            code = compile(tree, f"<mutant {self.__name__}: {module.__name__}.{fn.__qualname__}, edited>", "exec",
+                           flags=__future__.annotations.compiler_flag, dont_inherit=True)
+            exec(code, namespace)
+        return namespace[self.reference.__name__]
+
+
+def _own_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The library's own function behind a swappable stage (``stage.library``) or a decorator."""
+    return inspect.unwrap(getattr(fn, "library", fn))
+
+
+def patched(exercise: str, name: str, reference: Callable[..., Any], *edits: Edit | tuple, hint: str,
+            hidden_only: str | None = None) -> Patched:
+    """Register, as the mutant ``name`` of ``exercise``, the library's ``reference`` with ``edits``
+    applied to its source: each an :class:`Edit`, an ``(old, new)`` pair for the reference itself, or
+    ``(helper, old, new)`` for a helper of its module that it calls. The hint and ``hidden_only`` are
+    those of :func:`mutant`."""
+    made = Patched(name, reference, tuple(e if isinstance(e, Edit) else Edit(*e[-2:], *e[:-2]) for e in edits))
+    mutant(exercise, hint, hidden_only)(made)
+    return made
