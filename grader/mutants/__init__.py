@@ -24,6 +24,7 @@ import importlib
 import inspect
 import sys
 import textwrap
+import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -82,19 +83,22 @@ class Edit:
 class Patched:
     """A known-wrong answer made from the library's own source with small edits, as mutation-testing
     tools make theirs: the library is the one copy of the right answer, and a mutant holds only the
-    mistake. Built when its module is imported (outside any check): the source of the reference and of
-    each edited helper is read with ``inspect.getsource``, edited, stripped of decorators (a stage's
-    ``@swappable``), compiled and run in a copy of the reference module's namespace, so that the
-    mutant calls the helpers the module had then (not the tripwires a check sets on them later) and the
-    module itself is left as it was. An edit that no longer applies, or that changes nothing, does not
-    stop the import: the mutant raises :class:`PatchError` when called, and ``grader check`` fails
-    naming it (``problem``). The object is no plain function, so that the tripwires' search for a
-    forbidden function a learner's answer holds does not mistake the helpers it calls for one."""
+    mistake. Built when its module is imported (outside any check): the reference and every plain
+    function of its module that it calls, directly or not, are read with ``inspect.getsource``,
+    edited, stripped of decorators (a stage's ``@swappable``), compiled and run in a copy of the
+    module's namespace, so that the mutant runs on its own copies of the helpers (not the tripwires a
+    check sets on their names, nor the originals, which an edited helper must replace) and the module
+    itself is left as it was. ``adapt``, when given, calls the edited reference for the exercise's
+    signature (``adapt(edited, *args)``). An edit that no longer applies, or that changes nothing,
+    does not stop the import: the mutant raises :class:`PatchError` when called, and ``grader check``
+    fails naming it (``problem``). The object is no plain function, so that the tripwires' search
+    for a forbidden function a learner's answer holds does not mistake the helpers it calls for one."""
 
-    def __init__(self, name: str, reference: Callable[..., Any], edits: tuple[Edit, ...]):
+    def __init__(self, name: str, reference: Callable[..., Any], edits: tuple[Edit, ...],
+                 adapt: Callable[..., Any] | None = None):
         self.__name__ = self.__qualname__ = name
         self.reference = _own_function(reference)
-        self.edits = edits
+        self.edits, self.adapt = edits, adapt
         self.problem: str | None = None
         try:
             self._function = self._build()
@@ -104,6 +108,8 @@ class Patched:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._function is None:
             raise PatchError(f"mutant {self.__name__}: {self.problem}")
+        if self.adapt is not None:
+            return self.adapt(self._function, *args, **kwargs)
         return self._function(*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -111,32 +117,61 @@ class Patched:
 
     def _build(self) -> Callable[..., Any]:
         module = sys.modules[self.reference.__module__]
+        if not self.edits:
+            raise PatchError("no edit: a mutant made of the reference unchanged would be the right answer")
         namespace = dict(vars(module))
-        targets: dict[Callable[..., Any], list[Edit]] = {self.reference: []}
+        called = _called_functions(self.reference, module)
+        edits: dict[Callable[..., Any], list[Edit]] = {fn: [] for fn in called}
         for edit in self.edits:
-            targets.setdefault(_own_function(edit.within) if edit.within else self.reference, []).append(edit)
-        for fn, edits in targets.items():
-            if fn.__module__ != module.__name__:
-                raise PatchError(f"{fn.__qualname__} is not in {module.__name__}, the module of {self.reference.__qualname__}")
+            within = _own_function(edit.within) if edit.within else self.reference
+            if within not in edits:
+                raise PatchError(f"{getattr(within, '__qualname__', within)} is no function of {module.__name__} "
+                                 f"that {self.reference.__qualname__} calls")
+            edits[within].append(edit)
+        for fn, own in edits.items():
             source = textwrap.dedent(inspect.getsource(fn))
             edited = source
-            for edit in edits:
+            for edit in own:
                 count = edited.count(edit.old)
                 if count != 1:
                     raise PatchError(f"the edit {edit.old!r} -> {edit.new!r} needs its old text exactly once in "
                                      f"{module.__name__}.{fn.__qualname__}, found {count} times")
                 edited = edited.replace(edit.old, edit.new)
             tree = ast.parse(edited)
-            if edits and ast.dump(tree) == ast.dump(ast.parse(source)):
+            if own and ast.dump(tree) == ast.dump(ast.parse(source)):
                 raise PatchError(f"the edits of {module.__name__}.{fn.__qualname__} change nothing the code does")
             definition = tree.body[0]
             if not isinstance(definition, ast.FunctionDef) or definition.name != fn.__name__:
                 raise PatchError(f"{module.__name__}.{fn.__qualname__} is no plain function")
             definition.decorator_list = []
-            code = compile(tree, f"<mutant {self.__name__}: {module.__name__}.{fn.__qualname__}, edited>", "exec",
+            code = compile(tree, f"<mutant {self.__name__}: {module.__name__}.{fn.__qualname__}"
+                                 f"{', edited' if own else ''}>", "exec",
                            flags=__future__.annotations.compiler_flag, dont_inherit=True)
             exec(code, namespace)
         return namespace[self.reference.__name__]
+
+
+def _called_functions(fn: Callable[..., Any], module: Any) -> list[Callable[..., Any]]:
+    """``fn`` and every plain function of ``module`` it calls, directly or through another (by the global
+    names their code uses). A stage's wrapper is no plain function of the module: calls through it
+    still reach the pipeline's stage (a substitute, when one is in force)."""
+    found: list[Callable[..., Any]] = []
+    todo = [fn]
+    while todo:
+        current = todo.pop()
+        if current in found:
+            continue
+        found.append(current)
+        codes = [current.__code__]
+        while codes:
+            code = codes.pop()
+            codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+            for name in code.co_names:
+                value = vars(module).get(name)
+                if (isinstance(value, types.FunctionType) and value.__module__ == module.__name__
+                        and not hasattr(value, "stage_name") and value.__closure__ is None):
+                    todo.append(value)
+    return found
 
 
 def _own_function(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -145,11 +180,14 @@ def _own_function(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def patched(exercise: str, name: str, reference: Callable[..., Any], *edits: Edit | tuple, hint: str,
-            hidden_only: str | None = None) -> Patched:
+            hidden_only: str | None = None, adapt: Callable[..., Any] | None = None) -> Patched:
     """Register, as the mutant ``name`` of ``exercise``, the library's ``reference`` with ``edits``
     applied to its source: each an :class:`Edit`, an ``(old, new)`` pair for the reference itself, or
     ``(helper, old, new)`` for a helper of its module that it calls. The hint and ``hidden_only`` are
-    those of :func:`mutant`."""
-    made = Patched(name, reference, tuple(e if isinstance(e, Edit) else Edit(*e[-2:], *e[:-2]) for e in edits))
+    those of :func:`mutant`; ``adapt(edited, *args)`` calls the edited reference for the exercise's
+    signature, where the exercise's function is not the library's (it must not be the mistake: a
+    mutant has at least one edit)."""
+    made = Patched(name, reference, tuple(e if isinstance(e, Edit) else Edit(*e[-2:], *e[:-2]) for e in edits),
+                   adapt)
     mutant(exercise, hint, hidden_only)(made)
     return made

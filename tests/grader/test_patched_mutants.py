@@ -91,3 +91,13 @@ def test_a_plain_function_can_be_patched_too():
     _, theirs = wrong(graph)
     assert tanh not in {n for ns in right.values() for n in ns}
     assert tanh in {n for ns in theirs.values() for n in ns}
+
+
+def test_a_patch_without_edits_is_refused():
+    wrong = patched(FAKE, "unchanged", storage_lifetimes, hint="none", adapt=lambda edited, graph: edited(graph))
+    assert "no edit" in wrong.problem
+
+
+def test_a_helper_the_reference_does_not_call_cannot_be_edited():
+    wrong = patched(FAKE, "elsewhere", storage_lifetimes, (memory_plan.allocates, "node.nbytes > 0", "True"), hint="x")
+    assert "that storage_lifetimes calls" in wrong.problem
