@@ -137,12 +137,15 @@ class Patched:
                     raise PatchError(f"the edit {edit.old!r} -> {edit.new!r} needs its old text exactly once in "
                                      f"{module.__name__}.{fn.__qualname__}, found {count} times")
                 edited = edited.replace(edit.old, edit.new)
-            tree = ast.parse(edited)
+            try:
+                tree = ast.parse(edited)
+            except SyntaxError as error:
+                raise PatchError(f"the edits of {module.__name__}.{fn.__qualname__} are no Python: {error}") from None
             if own and ast.dump(tree) == ast.dump(ast.parse(source)):
                 raise PatchError(f"the edits of {module.__name__}.{fn.__qualname__} change nothing the code does")
             definition = tree.body[0]
-            if not isinstance(definition, ast.FunctionDef) or definition.name != fn.__name__:
-                raise PatchError(f"{module.__name__}.{fn.__qualname__} is no plain function")
+            if not isinstance(definition, (ast.FunctionDef, ast.ClassDef)) or definition.name != fn.__name__:
+                raise PatchError(f"{module.__name__}.{fn.__qualname__} is no plain function or class")
             definition.decorator_list = []
             code = compile(tree, f"<mutant {self.__name__}: {module.__name__}.{fn.__qualname__}"
                                  f"{', edited' if own else ''}>", "exec",
@@ -152,7 +155,7 @@ class Patched:
 
 
 def _called_functions(fn: Callable[..., Any], module: Any) -> list[Callable[..., Any]]:
-    """``fn`` and every plain function of ``module`` it calls, directly or through another (by the global
+    """``fn`` (a function, or a class: its methods) and every plain function of ``module`` it calls, directly or through another (by the global
     names their code uses). A stage's wrapper is no plain function of the module: calls through it
     still reach the pipeline's stage (a substitute, when one is in force)."""
     found: list[Callable[..., Any]] = []
@@ -162,7 +165,8 @@ def _called_functions(fn: Callable[..., Any], module: Any) -> list[Callable[...,
         if current in found:
             continue
         found.append(current)
-        codes = [current.__code__]
+        codes = [current.__code__] if not isinstance(current, type) else \
+            [f.__code__ for f in vars(current).values() if isinstance(f, types.FunctionType)]
         while codes:
             code = codes.pop()
             codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]

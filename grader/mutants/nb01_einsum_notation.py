@@ -81,13 +81,13 @@ def equations_scale_is_matvec():
 # ---------------------------------------------------------------- output_shape
 
 
-def _output_shape(parse, equation, *shapes):
+def _as_output_shape(parse, equation, *shapes):
     """output_shape(equation, *shapes) from the parser's bound equation."""
     return tuple(parse(equation, shapes).output_shape)
 
 
 def _shaping(name, *edits, hint):
-    patched(OUTPUT_SHAPE, name, parse_equation, *edits, hint=hint, adapt=_output_shape)
+    patched(OUTPUT_SHAPE, name, parse_equation, *edits, hint=hint, adapt=_as_output_shape)
 
 
 ALL_INPUT_LETTERS = "list(dict.fromkeys(c for labels in input_labels for c in labels))"

@@ -86,13 +86,13 @@ patched(INFER, "infer_output_odd_counts", infer_output, ("if n == 1", "if n % 2 
 # ---------------------------------------------------------------- validate_equation
 
 
-def _validate(parse, equation, ndims):
+def _as_validator(parse, equation, ndims):
     """validate_equation(equation, ndims) by parsing against shapes of those ranks: None, or ValueError."""
     parse(equation, [(2,) * n for n in ndims])
 
 
 def _validating(name, *edits, hint):
-    patched(VALIDATE, name, parse_equation, *edits, hint=hint, adapt=_validate)
+    patched(VALIDATE, name, parse_equation, *edits, hint=hint, adapt=_as_validator)
 
 
 _validating("validate_strips_spaces", (parse_terms, "equation.partition(ARROW)", 'equation.replace(" ", "").partition(ARROW)'),
@@ -165,13 +165,13 @@ def infer_output_by_contract_path(inputs):
 # ---------------------------------------------------------------- label_sizes
 
 
-def _sizes(parse, equation, *shapes):
+def _as_label_sizes(parse, equation, *shapes):
     """label_sizes(equation, *shapes) from the parser's bound equation."""
     return parse(equation, shapes).sizes
 
 
 def _sizing(name, *edits, hint):
-    patched(SIZES, name, parse_equation, *edits, hint=hint, adapt=_sizes)
+    patched(SIZES, name, parse_equation, *edits, hint=hint, adapt=_as_label_sizes)
 
 
 _sizing("label_sizes_broadcast_by_max",
