@@ -1,8 +1,8 @@
 """Right answers for the checks' tests: the solution notebook's own cell, the one copy of each answer.
 
-``solution("09_fusion_memory", "my_plan_memory")`` runs the notebook's imports cell and the solution
-cell that defines the function (nothing else: no demo, no check), and returns the function, a
-learner's right answer as the notebook states it."""
+``solution("09_fusion_memory", "my_plan_memory")`` runs the notebook's imports cell and its solution
+cells, in order (nothing else: no demo, no check; a later answer may call an earlier one), and returns
+the function, a learner's right answer as the notebook states it."""
 from __future__ import annotations
 
 import functools
@@ -31,7 +31,8 @@ def solution(assignment: str, name: str) -> Callable[..., Any]:
                 and re.search(rf"^def {re.escape(name)}\(", source, re.M)]
     if len(defining) != 1:
         raise LookupError(f"solutions/{assignment}.py: {len(defining)} solution cells define {name}")
+    answers = [source for head, source in cells if '"solution": true' in head]
     namespace: dict[str, Any] = {"__name__": f"solution_{assignment}"}
-    for source in imports + defining:
+    for source in imports + answers:
         exec(compile(source, f"solutions/{assignment}.py", "exec"), namespace)
     return namespace[name]
