@@ -1,10 +1,12 @@
 """Right answers for the checks' tests: the solution notebook's own cell, the one copy of each answer.
 
-``solution("09_fusion_memory", "my_plan_memory")`` runs the notebook's imports cell and its solution
-cells, in order (nothing else: no demo, no check; a later answer may call an earlier one), and returns
-the function, a learner's right answer as the notebook states it."""
+``solution("09_fusion_memory", "my_plan_memory")`` runs, in the notebook's order, its imports cell, its
+solution cells, and the definitions of the other code cells (imports, functions, classes, assignments
+that call nothing: a table an answer reads), never a demo or a check; and returns the function, a
+learner's right answer as the notebook states it."""
 from __future__ import annotations
 
+import ast
 import functools
 import re
 from pathlib import Path
@@ -26,13 +28,29 @@ def _cells(assignment: str) -> tuple[tuple[str, str], ...]:
 def solution(assignment: str, name: str) -> Callable[..., Any]:
     """The function ``name`` as the solution cell of ``assignment`` defines it, in a namespace of its own."""
     cells = _cells(assignment)
-    imports = [source for head, source in cells if '"grade_id": "imports"' in head]
     defining = [source for head, source in cells if '"solution": true' in head
                 and re.search(rf"^def {re.escape(name)}\(", source, re.M)]
     if len(defining) != 1:
         raise LookupError(f"solutions/{assignment}.py: {len(defining)} solution cells define {name}")
-    answers = [source for head, source in cells if '"solution": true' in head]
     namespace: dict[str, Any] = {"__name__": f"solution_{assignment}"}
-    for source in imports + answers:
-        exec(compile(source, f"solutions/{assignment}.py", "exec"), namespace)
+    for head, source in cells:
+        if "[markdown]" in head or '"grade": true' in head:
+            continue
+        if '"grade_id": "imports"' in head or '"solution": true' in head:
+            exec(compile(source, f"solutions/{assignment}.py", "exec"), namespace)
+            continue
+        for statement in ast.parse(source).body:
+            if _defines(statement):
+                try:   # a definition that reads a demo's result is none an answer needs
+                    exec(compile(ast.Module([statement], []), f"solutions/{assignment}.py", "exec"), namespace)
+                except (NameError, AttributeError):
+                    pass
     return namespace[name]
+
+
+def _defines(statement: ast.stmt) -> bool:
+    """An import, a definition, or an assignment of a value computed without calling anything."""
+    if isinstance(statement, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)):
+        return True
+    return isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None and \
+        not any(isinstance(n, ast.Call) for n in ast.walk(statement.value))

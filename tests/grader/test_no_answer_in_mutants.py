@@ -5,6 +5,7 @@ import importlib
 import inspect
 
 import pytest
+import torch
 
 from grader.checks import nb01_einsum_notation as nb01
 from grader.checks.report import PASS
@@ -65,3 +66,18 @@ def test_a_patch_that_changes_nothing_gives_no_answer():
     finally:
         REGISTRY.pop("nb99_learner.copy", None)
     assert report.failed and "PatchError" in report.failed[0].detail
+
+
+@pytest.mark.parametrize("module, helper, args", [
+    ("nb03_einsum_loops", "_loops", ("ij,jk->ik", (torch.ones(2, 3), torch.ones(3, 4)))),
+    ("nb04_einsum_fast", "_greedy", (["ij", "jk"], "ik", {"i": 2, "j": 3, "k": 4}, lambda r, a, b: r - a - b)),
+    ("nb06_reduce_repeat_pack", "_reduce", (torch.ones(2, 3), "a b -> a", "sum", {})),
+])
+def test_a_shared_helper_of_the_mutants_refuses_to_run_without_a_mistake(module, helper, args):
+    """Modules not yet written as patches keep a helper with switches; with every switch off it would be
+    the right answer, so called from outside its module (a learner's answer) it raises instead."""
+    from grader.mutants import NoMistakeError
+    fn = getattr(importlib.import_module(f"grader.mutants.{module}"), helper)
+    with pytest.raises(NoMistakeError, match="makes wrong answers only"):
+        fn(*args)
+    assert not hasattr(fn, "__wrapped__")
