@@ -97,6 +97,10 @@ _shaping("output_shape_order_of_appearance",
          hint="the result's axes follow the letters after '->' in the "
          "order written there, not the order in which they first appear in the inputs")
 
+_shaping("output_shape_reversed", (_output_labels, "labels = list(output.letters)", "labels = list(reversed(output.letters))"),
+         hint="the result's axes follow the letters after '->' from left to right, the first letter "
+         "giving the first axis; you reversed them")
+
 _shaping("output_shape_all_letters", (_output_labels, "labels = list(output.letters)", f"labels = {ALL_INPUT_LETTERS}"),
          hint="letters left out after '->' are summed over: they have no axis in the result")
 
