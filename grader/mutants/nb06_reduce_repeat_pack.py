@@ -41,7 +41,7 @@ REDUCERS = {"sum": torch.Tensor.sum, "mean": torch.Tensor.mean, "max": torch.Ten
 
 @one_mistake
 def _reduce(x, pattern, reduction, axes_lengths, *, reducer=None, right_side=None, left_side=None):
-    """The notebook's solution, with one piece swappable so that each mutant changes only that."""
+    """The notebook's rule with one piece swappable per mutant (it runs only with a mistake: one_mistake)."""
     left, right = pattern.split("->")
     left = left_side(left) if left_side else left
     right = right_side(right) if right_side else right
