@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 PROGRESS_VARIABLE = "TENSORCRAFT_PROGRESS"
 PASSED, ATTEMPTED, NOT_STARTED = "passed", "attempted", "not started"
 STATES = (PASSED, ATTEMPTED, NOT_STARTED)
-STUB_MARKERS = ("notimplementederror", "not implemented")   # what a check says of an untouched stub
 
 
 def progress_file() -> Path | None:
@@ -41,10 +40,12 @@ def progress_file() -> Path | None:
 
 
 def outcome(report: "CheckReport") -> str:
-    """passed; not started (every failure is the untouched ``raise NotImplementedError()``); attempted."""
+    """passed; not started (every failure is the untouched ``raise NotImplementedError()``, as the check
+    established it: its reason, never its wording); attempted."""
+    from .checks.report import NOT_IMPLEMENTED
     if not report.failed:
         return PASSED
-    if all(any(marker in failure.detail.lower() for marker in STUB_MARKERS) for failure in report.failed):
+    if all(failure.reason == NOT_IMPLEMENTED for failure in report.failed):
         return NOT_STARTED
     return ATTEMPTED
 

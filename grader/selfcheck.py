@@ -2,7 +2,8 @@
 
 For every notebook: the solution scores full marks through the real autograde pipeline; the
 untouched release scores zero, with every test cell failing cleanly on an AssertionError from a
-check (not on a crash of the grader); every known-wrong answer (mutant) of every exercise is
+check (not on a crash of the grader); every mutant written as a patch of the library's source
+still applies (its old text occurs exactly once); every known-wrong answer (mutant) of every exercise is
 rejected by that exercise's PUBLIC cases (a tick in the notebook means full marks; a mutant marked
 ``hidden_only`` with a reason, by the hidden ones), and the group that rejects it first shows the
 mutant's own hint (two mutants whose results agree there "collide": one mistake, one diagnosis);
@@ -66,11 +67,22 @@ def check_mutants(assignment: str, verdict: NotebookVerdict) -> None:
                                     f"add at least one @mutant({exercise.id!r}, hint=...), a plausible wrong answer")
         for wrong in mutants:
             verdict.mutants_total += 1
-            problem = mutant_problem(exercise, wrong, mutants)
+            problem = patch_problem(exercise, wrong) or mutant_problem(exercise, wrong, mutants)
             if problem is None:
                 verdict.mutants_rejected += 1
             else:
                 verdict.problems.append(problem)
+
+
+def patch_problem(exercise, wrong: Mutant) -> str | None:
+    """Why a mutant written as a patch of the library's source (``grader.mutants.patched``) no longer
+    applies (its old text is not there exactly once, or the edit changes nothing), or None."""
+    problem = getattr(wrong.fn, "problem", None)
+    if problem is None:
+        return None
+    return (f"mutant {wrong.name} of {exercise.id} is a patch of {wrong.fn.reference.__module__}."
+            f"{wrong.fn.reference.__qualname__} that no longer applies: {problem}; edit the patch to the "
+            "library's source as it is now")
 
 
 def mutant_problem(exercise, wrong: Mutant, mutants: list[Mutant]) -> str | None:

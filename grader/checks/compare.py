@@ -203,7 +203,12 @@ def with_article(noun: str) -> str:
 
 def kind_hint(expected: Any, got: Any) -> str | None:
     """A hint for a result of the wrong kind (type, dtype, device), whatever the exercise; None
-    when the kind is right and the values are what differ."""
+    when the kind is right and the values are what differ. A result made of parts (an answer and
+    what the pipeline made of it) is judged part by part."""
+    if isinstance(expected, tuple) and isinstance(got, tuple) and len(expected) == len(got):
+        return next((hint for e, g in zip(expected, got) if (hint := kind_hint(e, g))), None)
+    if isinstance(expected, str) and isinstance(got, (list, tuple)):
+        return f"return a string, not {with_article(type(got).__name__)} of its pieces: join them with ''.join(...)"
     if not isinstance(expected, (torch.Tensor, np.ndarray)):
         return None
     kind = "torch.Tensor" if isinstance(expected, torch.Tensor) else "numpy array"

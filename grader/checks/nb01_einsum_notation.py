@@ -185,8 +185,9 @@ def _shape_case(equation: str, g: torch.Generator, spaced: bool = False) -> Case
 def _output_shape_public() -> list[Group]:
     g = torch.Generator().manual_seed(1)
     return [
-        # each order a wrong answer could take differs here: written kbi, first seen ibk, sorted bik, implicit ik
-        Group("the letters after '->' give the order", [_shape_case("ibj,bjk->kbi", g)]),
+        # the first case tells a reversed output (ki) from the order of first appearance (ik, right here); in the
+        # second each order a wrong answer could take differs: written kbi, first seen ibk, sorted bik, implicit ik
+        Group("the letters after '->' give the order", [_shape_case("ij,jk->ik", g), _shape_case("ibj,bjk->kbi", g)]),
         Group("matrix products and transposes", [_shape_case(e, g) for e in ("ij,jk->ik", "ij->ji", "ij,jk->ki")]),
         Group("outputs in another order than the inputs", [_shape_case(e, g) for e in
                                                            ("bij,bjk->kbi", "abc->cab", "ij,jk->kji")]),

@@ -7,10 +7,27 @@ mutant's (or a crash with the same error, or the same edit of an input) prints t
 naming the misconception behind the mismatch. Mutants are tried in the order they are registered:
 where two give the same result, the first one's hint shows, so `grader check` reports that pair
 unless a case tells them apart.
+
+A mutant never holds a working copy of the right answer: a learner's kernel can import this
+package, and a copy would pass every check while the tripwires guard only the library. A mistake
+in a library stage is written as a patch of the library's own source (:func:`patched`: replace one
+piece of text that occurs exactly once, compiled apart from the module), so the library stays the
+one copy and ``grader check`` proves every patch still applies; a small standalone wrong answer
+(a transposed result, a wrong constant, wrong values written out) is written as a plain function
+(:func:`mutant`). A helper with switches that gives the right answer with them off is neither; in
+a module not yet written as patches, such a helper is marked :func:`one_mistake` and refuses to run
+for a caller outside its module with every switch off.
 """
 from __future__ import annotations
 
+import __future__
+import ast
+import functools
 import importlib
+import inspect
+import sys
+import textwrap
+import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -50,3 +67,167 @@ def mutants_for(exercise: str) -> list[Mutant]:
         if error.name != f"{__name__}.{module}":
             raise
     return list(REGISTRY.get(exercise, []))
+
+
+class PatchError(ValueError):
+    """A patched mutant's edit no longer applies to the reference's source (its text is not there
+    exactly once, or the edit changes nothing): ``grader check`` names the mutant."""
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace ``old`` (which must occur exactly once) by ``new`` in the source of ``within`` (the
+    reference itself when None, else a helper function of the reference's module that it calls)."""
+    old: str
+    new: str
+    within: Callable[..., Any] | None = None
+
+
+class Patched:
+    """A known-wrong answer made from the library's own source with small edits, as mutation-testing
+    tools make theirs: the library is the one copy of the right answer, and a mutant holds only the
+    mistake. Built when its module is imported (outside any check): the reference and every plain
+    function of its module that it calls, directly or not, are read with ``inspect.getsource``,
+    edited, stripped of decorators (a stage's ``@swappable``), compiled and run in a copy of the
+    module's namespace, so that the mutant runs on its own copies of the helpers (not the tripwires a
+    check sets on their names, nor the originals, which an edited helper must replace) and the module
+    itself is left as it was. ``adapt``, when given, calls the edited reference for the exercise's
+    signature (``adapt(edited, *args)``). An edit that no longer applies, or that changes nothing,
+    does not stop the import: the mutant raises :class:`PatchError` when called, and ``grader check``
+    fails naming it (``problem``). The object is no plain function, so that the tripwires' search
+    for a forbidden function a learner's answer holds does not mistake the helpers it calls for one."""
+
+    def __init__(self, name: str, reference: Callable[..., Any], edits: tuple[Edit, ...],
+                 adapt: Callable[..., Any] | None = None):
+        self.__name__ = self.__qualname__ = name
+        self.reference = _own_function(reference)
+        self.edits, self.adapt = edits, adapt
+        self.problem: str | None = None
+        try:
+            self._function = self._build()
+        except PatchError as error:
+            self.problem, self._function = str(error), None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._function is None:
+            raise PatchError(f"mutant {self.__name__}: {self.problem}")
+        if self.adapt is not None:
+            return self.adapt(self._function, *args, **kwargs)
+        return self._function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<mutant {self.__name__}: {len(self.edits)} edit(s) of {self.reference.__module__}.{self.reference.__qualname__}>"
+
+    def _build(self) -> Callable[..., Any]:
+        module = sys.modules[self.reference.__module__]
+        if not self.edits:
+            raise PatchError("no edit: a mutant made of the reference unchanged would be the right answer")
+        namespace = dict(vars(module))
+        called = _called_functions(self.reference, module)
+        edits: dict[Callable[..., Any], list[Edit]] = {fn: [] for fn in called}
+        for edit in self.edits:
+            within = _own_function(edit.within) if edit.within else self.reference
+            if within not in edits:
+                raise PatchError(f"{getattr(within, '__qualname__', within)} is no function of {module.__name__} "
+                                 f"that {self.reference.__qualname__} calls")
+            edits[within].append(edit)
+        for fn, own in edits.items():
+            source = textwrap.dedent(inspect.getsource(fn))
+            edited = source
+            for edit in own:
+                count = edited.count(edit.old)
+                if count != 1:
+                    raise PatchError(f"the edit {edit.old!r} -> {edit.new!r} needs its old text exactly once in "
+                                     f"{module.__name__}.{fn.__qualname__}, found {count} times")
+                edited = edited.replace(edit.old, edit.new)
+            try:
+                tree = ast.parse(edited)
+            except SyntaxError as error:
+                raise PatchError(f"the edits of {module.__name__}.{fn.__qualname__} are no Python: {error}") from None
+            if own and ast.dump(tree) == ast.dump(ast.parse(source)):
+                raise PatchError(f"the edits of {module.__name__}.{fn.__qualname__} change nothing the code does")
+            definition = tree.body[0]
+            if not isinstance(definition, (ast.FunctionDef, ast.ClassDef)) or definition.name != fn.__name__:
+                raise PatchError(f"{module.__name__}.{fn.__qualname__} is no plain function or class")
+            definition.decorator_list = []
+            code = compile(tree, f"<mutant {self.__name__}: {module.__name__}.{fn.__qualname__}"
+                                 f"{', edited' if own else ''}>", "exec",
+                           flags=__future__.annotations.compiler_flag, dont_inherit=True)
+            exec(code, namespace)
+        return namespace[self.reference.__name__]
+
+
+def _called_functions(fn: Callable[..., Any], module: Any) -> list[Callable[..., Any]]:
+    """``fn`` (a function, or a class: its methods) and every plain function of ``module`` it calls, directly or through another (by the global
+    names their code uses). A stage's wrapper is no plain function of the module: calls through it
+    still reach the pipeline's stage (a substitute, when one is in force)."""
+    found: list[Callable[..., Any]] = []
+    todo = [fn]
+    while todo:
+        current = todo.pop()
+        if current in found:
+            continue
+        found.append(current)
+        codes = [current.__code__] if not isinstance(current, type) else \
+            [f.__code__ for f in vars(current).values() if isinstance(f, types.FunctionType)]
+        while codes:
+            code = codes.pop()
+            codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+            for name in code.co_names:
+                value = vars(module).get(name)
+                if (isinstance(value, types.FunctionType) and value.__module__ == module.__name__
+                        and not hasattr(value, "stage_name") and value.__closure__ is None):
+                    todo.append(value)
+    return found
+
+
+def _own_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The library's own function behind a swappable stage (``stage.library``) or a decorator."""
+    return inspect.unwrap(getattr(fn, "library", fn))
+
+
+def patched(exercise: str, name: str, reference: Callable[..., Any], *edits: Edit | tuple, hint: str,
+            hidden_only: str | None = None, adapt: Callable[..., Any] | None = None) -> Patched:
+    """Register, as the mutant ``name`` of ``exercise``, the library's ``reference`` with ``edits``
+    applied to its source: each an :class:`Edit`, an ``(old, new)`` pair for the reference itself, or
+    ``(helper, old, new)`` for a helper of its module that it calls. The hint and ``hidden_only`` are
+    those of :func:`mutant`; ``adapt(edited, *args)`` calls the edited reference for the exercise's
+    signature, where the exercise's function is not the library's (it must not be the mistake: a
+    mutant has at least one edit)."""
+    made = Patched(name, reference, tuple(e if isinstance(e, Edit) else Edit(*e[-2:], *e[:-2]) for e in edits),
+                   adapt)
+    mutant(exercise, hint, hidden_only)(made)
+    return made
+
+
+class NoMistakeError(TypeError):
+    """A helper shared by several mutants was called with none of its mistakes switched on."""
+
+
+def one_mistake(helper: Callable[..., Any]) -> Callable[..., Any]:
+    """For a helper that several mutants share, each switching one keyword-only parameter away from its
+    default (a mutants module not yet written as patches of the library): with every switch at its
+    default the helper would compute the right answer, a copy a learner's kernel could import. Called
+    so from outside its module, it raises :class:`NoMistakeError` instead: it runs only with a mistake
+    switched on, or for a mutant of its own module that makes its mistake around it (every mutant is
+    rejected by the public cases, ``grader check`` proves it)."""
+    switches = {name: p.default for name, p in inspect.signature(helper).parameters.items()
+                if p.kind is p.KEYWORD_ONLY and p.default is not p.empty}
+
+    def differs(value: Any, default: Any) -> bool:
+        if value is default:
+            return False
+        try:
+            return not (type(value) is type(default) and bool(value == default))
+        except Exception:
+            return True
+
+    @functools.wraps(helper)
+    def mistaken(*args: Any, **kwargs: Any) -> Any:
+        if sys._getframe(1).f_globals is not helper.__globals__ and \
+                not any(name in kwargs and differs(kwargs[name], default) for name, default in switches.items()):
+            raise NoMistakeError(f"{helper.__module__}.{helper.__qualname__} makes wrong answers only: switch one "
+                                 f"of its mistakes on ({', '.join(switches)})")
+        return helper(*args, **kwargs)
+    del mistaken.__wrapped__   # no way back to the helper without a mistake
+    return mistaken

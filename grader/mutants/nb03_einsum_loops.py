@@ -5,7 +5,7 @@ import math
 import numpy as np
 import torch
 
-from . import mutant
+from . import mutant, one_mistake
 
 E = "nb03_einsum_loops.einsum_loops"
 C = "nb03_einsum_loops.loop_code"
@@ -57,6 +57,7 @@ def _first_seen(equation):
     return "".join(dict.fromkeys("".join(_split(equation)[0])))
 
 
+@one_mistake
 def _loops(equation, operands, *, output=None, assign=False, dtype="same", read=_read, broadcast=True,
            terms=None, start=1, first_operand_only=False, rule="broadcast"):
     """The definition with one knob per mistake."""
@@ -196,6 +197,7 @@ def einsum_reads_in_one_label_order(equation, *operands):
 # ---------------------------------------------------------------- exercise 2: loop_code
 
 
+@one_mistake
 def _source(equation, shapes, *, output=None, op="+=", zeros=None, broadcast=True, summed_loops=True, body=None,
             zeros_inside=False, rule="broadcast", index_order=None):
     terms, out_labels = _split(equation)

@@ -10,7 +10,7 @@ import torch
 
 import tensorcraft.einstein.path
 
-from . import mutant
+from . import mutant, one_mistake
 
 # ---------------------------------------------------------------- contract_pair
 
@@ -31,7 +31,8 @@ def _prod(size, labels):
     return math.prod(size[l] for l in labels)
 
 
-def _as_matrices(a, a_labels, b, b_labels, out_labels, own_orders=False):
+@one_mistake
+def _as_matrices(a, a_labels, b, b_labels, out_labels, *, own_orders=False):
     batch, summed, left, right = _groups(a_labels, b_labels, out_labels)
     size = _sizes(a, a_labels, b, b_labels)
     nb, m, k, n = (_prod(size, g) for g in (batch, left, summed, right))
@@ -251,7 +252,8 @@ def path_flops_result_in_front(inputs, output, sizes, path):
 # ---------------------------------------------------------------- greedy_path
 
 
-def _greedy(inputs, output, sizes, score, shared_only=True, result_to_front=False, original_positions=False,
+@one_mistake
+def _greedy(inputs, output, sizes, score, *, shared_only=True, result_to_front=False, original_positions=False,
             keep_everything=False, drop_shared=False, fallback="smallest"):
     current = [set(s) for s in inputs]
     output = set(output)

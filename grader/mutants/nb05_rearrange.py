@@ -1,7 +1,8 @@
 """Known-wrong answers to notebook 05's exercises (parse one side, the plan, rearrange), each with its hint.
 
-Each family is one small correct implementation with a switch per mistake, so that a mutant differs
-from a right answer in exactly the way its hint names.
+parse_expression and make_plan mutants are patches of the library's own stages
+(``grader.mutants.patched``): the library is the one copy of the right answer. The rearrange mutants
+share ``_rearrange``, which runs only with one mistake switched on (never as a right answer).
 """
 from __future__ import annotations
 
@@ -13,211 +14,125 @@ import numpy as np
 import torch
 from einops import EinopsError
 
-from tensorcraft.einops import pattern as _pattern_module
 from tensorcraft.einops.errors import EinopsError as LibraryError
-from tensorcraft.einops.pattern import ELLIPSIS, AnonymousAxis, Expression
-from tensorcraft.einops.recipe import Plan
+from tensorcraft.einops.pattern import ELLIPSIS, parse_expression
+from tensorcraft.einops.recipe import make_plan
 
-from . import mutant
+from . import mutant, patched
 
-# the library's own parser, under a function object of its own: the rearrange mutants need a correct parse
-# to get their mistake right, and the library's function itself is out of reach while a check runs
-_library = _pattern_module.parse_expression.library
-_library_parse = types.FunctionType(_library.__code__, _library.__globals__, "_library_parse", _library.__defaults__)
-_library_parse.__kwdefaults__ = _library.__kwdefaults__
+PARSE = "nb05_rearrange.parse_expression"
+PLAN = "nb05_rearrange.make_plan"
 
-# ---------------------------------------------------------------- parse_expression
+# ---------------------------------------------------------------- parse_expression: patches of the library's parser
 
-
-def _parse(text: str, *, one_as_axis=False, flatten_groups=False, numbers_as_names=False, duplicates=False,
-           ellipsis_as_group=False, drop_empty_groups=False, nesting=False,
-           unwrap_ellipsis_group=False, duplicates_in_groups=False, shared_anonymous=False) -> Expression:
-    dims: list = []
-    group: list | None = None
-    seen: set = set()
-    anonymous: dict = {}   # shared_anonymous: one AnonymousAxis per length, reused
-
-    def add(word: str) -> None:
-        if word == "...":
-            if word in seen:
-                raise EinopsError("two ellipses")
-            seen.add(word)
-            axis = ELLIPSIS
-        elif word.isdecimal() and not numbers_as_names:
-            if int(word) == 0:
-                raise EinopsError("an anonymous axis needs a positive length")
-            if int(word) == 1 and not one_as_axis:
-                if group is None:
-                    dims.append(())
-                return
-            axis = anonymous.setdefault(int(word), AnonymousAxis(int(word))) if shared_anonymous \
-                else AnonymousAxis(int(word))
-        else:
-            if not (word.isidentifier() or word.isdecimal()) or word.startswith("_") or word.endswith("_"):
-                raise EinopsError(f"bad name {word}")
-            checked = not (duplicates_in_groups and group is not None)
-            if checked and word in seen and not duplicates:
-                raise EinopsError(f"{word} twice")
-            if checked:
-                seen.add(word)
-            axis = word
-        if group is not None:
-            group.append(axis)
-        elif axis == ELLIPSIS and not ellipsis_as_group:
-            dims.append(ELLIPSIS)
-        else:
-            dims.append((axis,))
-
-    word = ""
-    for char in text + " ":
-        if char in "() ":
-            if word:
-                add(word)
-            word = ""
-            if char == "(":
-                if group is not None and not nesting:
-                    raise EinopsError("nested")
-                group = [] if group is None else group
-            elif char == ")":
-                if group is None:
-                    if nesting:
-                        continue
-                    raise EinopsError("unbalanced")
-                if flatten_groups:
-                    dims.extend((axis,) for axis in group)
-                elif unwrap_ellipsis_group and group == [ELLIPSIS]:
-                    dims.append(ELLIPSIS)
-                elif group or not drop_empty_groups:
-                    dims.append(tuple(group))
-                group = None
-        elif char.isalnum() or char in "_.":
-            word += char
-        else:
-            raise EinopsError(f"bad character {char}")
-    if group is not None:
-        raise EinopsError("unclosed")
-    return Expression(text=text, dims=tuple(dims))
+CLOSE = "dims.append(tuple(group))"
 
 
-@mutant("nb05_rearrange.parse_expression", hint="a 1 is no axis at all (einops keeps no axis of length 1): "
+def _raising_einops_errors(edited, *args):
+    """The edited stage, raising einops' own EinopsError as the exercise asks (the library raises its own)."""
+    try:
+        return edited(*args)
+    except LibraryError as error:
+        raise EinopsError(str(error)) from None
+
+
+def _parsing(name, *edits, hint):
+    patched(PARSE, name, parse_expression, *edits, hint=hint, adapt=_raising_einops_errors)
+
+
+def _planning(name, *edits, hint):
+    patched(PLAN, name, make_plan, *edits, hint=hint, adapt=_raising_einops_errors)
+
+_parsing("parse_one_as_axis", ("if length == 1:", "if False:"),
+        hint="a 1 is no axis at all (einops keeps no axis of length 1): "
         "outside parentheses it is the dimension (), like '()'; inside a group it adds nothing to the group")
-def parse_one_as_axis(text):
-    return _parse(text, one_as_axis=True)
 
-
-@mutant("nb05_rearrange.parse_expression", hint="a group '(h w)' is ONE dimension made of two axes: append the "
+_parsing("parse_groups_flattened", (CLOSE, "dims.extend((axis,) for axis in group)"),
+        hint="a group '(h w)' is ONE dimension made of two axes: append the "
         "tuple ('h', 'w') when ')' closes it, not one dimension per axis")
-def parse_groups_flattened(text):
-    return _parse(text, flatten_groups=True)
 
-
-@mutant("nb05_rearrange.parse_expression", hint="a number other than 1 is an anonymous axis: "
-        "AnonymousAxis(int(word)), not the name '2'")
-def parse_numbers_as_names(text):
-    return _parse(text, numbers_as_names=True)
-
+_parsing("parse_numbers_as_names", ("elif word.isdecimal():", "elif False:"),
+        ("problem = axis_name_problem(", "problem = None if word.isdecimal() else axis_name_problem("),
+        hint="a number other than 1 is an anonymous axis: AnonymousAxis(int(word)), not the name '2'")
 
 NAME_TWICE_HINT = ("a name may appear once per side, inside a group too: raise einops.EinopsError for 'a b a' "
                    "and for 'a (b a)'; remember every name you have seen, in groups or not")
 
+_parsing("parse_allows_duplicates", ("if word in seen and not repeats_allowed:", "if False:"),
+        hint=NAME_TWICE_HINT)
 
-@mutant("nb05_rearrange.parse_expression", hint=NAME_TWICE_HINT)
-def parse_allows_duplicates(text):
-    return _parse(text, duplicates=True)
+_parsing("parse_allows_duplicates_in_groups",
+        ("if word in seen and not repeats_allowed:", "if word in seen and not repeats_allowed and group is None:"),
+        hint=NAME_TWICE_HINT)
 
-
-@mutant("nb05_rearrange.parse_expression", hint=NAME_TWICE_HINT)
-def parse_allows_duplicates_in_groups(text):
-    return _parse(text, duplicates_in_groups=True)
-
-
-@mutant("nb05_rearrange.parse_expression", hint="each number is an anonymous axis of its own: '(h 2) (w 2)' has two "
+_parsing("parse_one_anonymous_axis_per_length",
+        ("seen: set[str] = set()", "seen: set[str] = set()\n    anonymous: dict = {}"),
+        ("axis = AnonymousAxis(length)", "axis = anonymous.setdefault(length, AnonymousAxis(length))"),
+        hint="each number is an anonymous axis of its own: '(h 2) (w 2)' has two "
         "axes of length 2, so create a new AnonymousAxis for every number, never one per length")
-def parse_one_anonymous_axis_per_length(text):
-    return _parse(text, shared_anonymous=True)
 
-
-@mutant("nb05_rearrange.parse_expression", hint="outside parentheses the ellipsis is the bare string ELLIPSIS "
+_parsing("parse_ellipsis_as_group",
+        ("dims.append(axis if axis == ELLIPSIS else (axis,))", "dims.append((axis,))"),
+        hint="outside parentheses the ellipsis is the bare string ELLIPSIS "
         "in dims, not the group (ELLIPSIS,): it stands for any number of dimensions, not for one")
-def parse_ellipsis_as_group(text):
-    return _parse(text, ellipsis_as_group=True)
 
+_parsing("parse_drops_empty_groups", (CLOSE, "dims.append(tuple(group)) if group else None"),
+        hint="'()' is a dimension of length 1: append the empty tuple () when an empty group closes")
 
-@mutant("nb05_rearrange.parse_expression", hint="'()' is a dimension of length 1: append the empty tuple () "
-        "when an empty group closes")
-def parse_drops_empty_groups(text):
-    return _parse(text, drop_empty_groups=True)
-
-
-@mutant("nb05_rearrange.parse_expression", hint="'(...)' is a group: the tuple (ELLIPSIS,), one dimension that "
+_parsing("parse_unwraps_ellipsis_group",
+        (CLOSE, "dims.append(ELLIPSIS if group == [ELLIPSIS] else tuple(group))"),
+        hint="'(...)' is a group: the tuple (ELLIPSIS,), one dimension that "
         "merges all the dimensions '...' stands for; only a bare '...' is the string ELLIPSIS")
-def parse_unwraps_ellipsis_group(text):
-    return _parse(text, unwrap_ellipsis_group=True)
+
+_parsing("parse_allows_nesting",
+        ("raise fail(\"'(' inside '(...)': axis composition is one level deep\")\n                group = []",
+         "pass\n                group = [] if group is None else group"),
+        ("raise fail(\"')' without a matching '('\")", "continue"),
+        hint="composition is one level deep: '(' inside an open group must raise einops.EinopsError")
 
 
-@mutant("nb05_rearrange.parse_expression", hint="composition is one level deep: '(' inside an open group "
-        "must raise einops.EinopsError")
-def parse_allows_nesting(text):
-    return _parse(text, nesting=True)
+# ---------------------------------------------------------------- make_plan: patches of the library's planner
 
-
-# ---------------------------------------------------------------- make_plan
-
-
-def _plan(recipe, shape, axes_lengths, *, group_reversed=False, final=True, permute=True, check=True) -> Plan:
-    lengths = list(recipe.fixed_lengths)
-    for name, axis in recipe.given_axes:
-        lengths[axis] = axes_lengths[name]
-    for dim, actual in zip(recipe.input_dims, shape):
-        unknown = [axis for axis in dim if lengths[axis] is None]
-        known = math.prod(lengths[axis] for axis in dim if lengths[axis] is not None)
-        if unknown:
-            if check and (known == 0 or actual % known):
-                raise EinopsError(f"{known} does not divide {actual}")
-            lengths[unknown[0]] = actual // known
-        elif check and known != actual:
-            raise EinopsError(f"{known} is not {actual}")
-    init = [lengths[axis] for dim in recipe.input_dims
-            for axis in (reversed(dim) if group_reversed else dim)]
-    return Plan(recipe=recipe, input_shape=tuple(shape), axes_lengths=tuple(axes_lengths.items()),
-                init_shape=tuple(init), permutation=recipe.permutation if permute else None, reduced_axes=(),
-                unsqueezed_shape=None, expanded_shape=None,
-                final_shape=tuple(math.prod(lengths[a] for a in dim) for dim in recipe.output_dims) if final else None)
-
-
-@mutant("nb05_rearrange.make_plan", hint="init_shape lists the axes of a group in the order they are written: "
+_planning("plan_group_reversed",
+        ("init_shape=None if one_axis_each else tuple(lengths[:n_input_axes])",
+         "init_shape=None if one_axis_each else tuple(lengths[a] for dim in recipe.input_dims for a in reversed(dim))"),
+        hint="init_shape lists the axes of a group in the order they are written: "
         "(h w) of length 12 with h=3 is (3, 4) — the first axis is the outer one")
-def plan_group_reversed(recipe, shape, axes_lengths):
-    return _plan(recipe, shape, axes_lengths, group_reversed=True)
 
-
-@mutant("nb05_rearrange.make_plan", hint="final_shape is needed whenever an output group holds several axes: "
+_planning("plan_without_final_reshape", ("final_shape=None if one_axis_out else", "final_shape=None if True else"),
+        hint="final_shape is needed whenever an output group holds several axes: "
         "without it (h w) is never merged into one dimension")
-def plan_without_final_reshape(recipe, shape, axes_lengths):
-    return _plan(recipe, shape, axes_lengths, final=False)
 
+_planning("plan_without_permutation", ("permutation=None if identity else recipe.permutation", "permutation=None"),
+        hint="the axes must move into the output's order: set permutation to recipe.permutation")
 
-@mutant("nb05_rearrange.make_plan", hint="the axes must move into the output's order: set permutation to "
-        "recipe.permutation")
-def plan_without_permutation(recipe, shape, axes_lengths):
-    return _plan(recipe, shape, axes_lengths, permute=False)
-
-
-@mutant("nb05_rearrange.make_plan", hint="check every dimension: a given length must divide it "
+_planning("plan_without_checks", ("if actual != known_product:", "if False:"),
+        ("if known_product == 0 or actual % known_product != 0:", "if False:"),
+        hint="check every dimension: a given length must divide it "
         "(raise einops.EinopsError), and a group whose lengths are all known must multiply to exactly it")
-def plan_without_checks(recipe, shape, axes_lengths):
-    return _plan(recipe, shape, axes_lengths, check=False)
 
 
 # ---------------------------------------------------------------- rearrange
 
 
-def _rearrange(x, pattern, axes_lengths, *, group_reversed=False, given_reversed=False, permute_first=False,
-               ellipsis_last=False, ellipsis_reversed=False, check=True, view=False, inverse=False,
-               unused_lengths=False, ellipsis_group_end=False, drop_empty_ellipsis_group=False):
+# the library's parser as its pipeline calls it (the stage): parsing is not these mutants' mistake. Held by an
+# object, not a name, so that the check's search for a forbidden function a mutant keeps does not stop at it
+_PIPELINE = types.SimpleNamespace(parse=parse_expression)
+
+MISTAKES = ("group_reversed", "given_reversed", "permute_first", "ellipsis_last", "ellipsis_reversed", "unchecked",
+            "view", "inverse", "unused_lengths", "ellipsis_group_end", "drop_empty_ellipsis_group")
+
+
+def _rearrange(x, pattern, axes_lengths, mistake):
+    """rearrange with ``mistake`` (one of MISTAKES) made; there is no mistake-free way to call it."""
+    if mistake not in MISTAKES:
+        raise ValueError(f"_rearrange needs one of the mistakes {MISTAKES}, got {mistake!r}")
+    group_reversed, given_reversed, permute_first, ellipsis_last, ellipsis_reversed, unchecked, view, inverse, \
+        unused_lengths, ellipsis_group_end, drop_empty_ellipsis_group = (m == mistake for m in MISTAKES)
+    check = not unchecked
     try:
         left_text, right_text = pattern.split("->")
-        left, right = _library_parse(left_text), _library_parse(right_text)
+        left, right = _PIPELINE.parse(left_text), _PIPELINE.parse(right_text)
     except (ValueError, LibraryError) as error:
         raise EinopsError(str(error)) from None
     if left.anonymous_axes or right.anonymous_axes or left.identifiers != right.identifiers:
@@ -285,67 +200,67 @@ def _rearrange(x, pattern, axes_lengths, *, group_reversed=False, given_reversed
 @mutant("nb05_rearrange.rearrange", hint="inside a group the first axis varies slowest: '(h w)' walks w inside "
         "each h (row after row); you composed the axes of each output group in reverse, as (w h)")
 def rearrange_groups_reversed(x, pattern, **axes_lengths):
-    return _rearrange(x, pattern, axes_lengths, group_reversed=True)
+    return _rearrange(x, pattern, axes_lengths, "group_reversed")
 
 
 @mutant("nb05_rearrange.rearrange", hint="a given length belongs to the axis of that name, and the first axis "
         "of a group is the outer one: 'b (h w)' of length 12 with h=3 reshapes to (b, 3, 4), not (b, 4, 3)")
 def rearrange_decomposed_reversed(x, pattern, **axes_lengths):
-    return _rearrange(x, pattern, axes_lengths, given_reversed=True)
+    return _rearrange(x, pattern, axes_lengths, "given_reversed")
 
 
 @mutant("nb05_rearrange.rearrange", hint="decompose before you permute: moving whole input dimensions cannot "
         "separate h from w in '(h w) c -> h c w'; reshape into one dimension per axis first")
 def rearrange_permute_before_decompose(x, pattern, **axes_lengths):
-    return _rearrange(x, pattern, axes_lengths, permute_first=True)
+    return _rearrange(x, pattern, axes_lengths, "permute_first")
 
 
 @mutant("nb05_rearrange.rearrange", hint="the ellipsis' dimensions go where '...' is written on the right, "
         "not at the end")
 def rearrange_ellipsis_at_the_end(x, pattern, **axes_lengths):
-    return _rearrange(x, pattern, axes_lengths, ellipsis_last=True)
+    return _rearrange(x, pattern, axes_lengths, "ellipsis_last")
 
 
 @mutant("nb05_rearrange.rearrange", hint="check every dimension before reshaping: a given length must divide "
         "the dimension and a fully given group must equal it; otherwise raise einops.EinopsError")
 def rearrange_without_length_checks(x, pattern, **axes_lengths):
-    return _rearrange(x, pattern, axes_lengths, check=False)
+    return _rearrange(x, pattern, axes_lengths, "unchecked")
 
 
 @mutant("nb05_rearrange.rearrange", hint="after permute the tensor is not contiguous and .view cannot merge "
         "its dimensions: use .reshape")
 def rearrange_with_view(x, pattern, **axes_lengths):
-    return _rearrange(x, pattern, axes_lengths, view=True)
+    return _rearrange(x, pattern, axes_lengths, "view")
 
 
 @mutant("nb05_rearrange.rearrange", hint="permute takes, for each OUTPUT position, the index of the input axis "
         "that goes there: [axes.index(a) for a in output_order]; you passed the inverse permutation")
 def rearrange_inverse_permutation(x, pattern, **axes_lengths):
-    return _rearrange(x, pattern, axes_lengths, inverse=True)
+    return _rearrange(x, pattern, axes_lengths, "inverse")
 
 
 @mutant("nb05_rearrange.rearrange", hint="the dimensions '...' stands for keep their order: expand it into the "
         "same list of names, in the same order, on both sides")
 def rearrange_ellipsis_reversed(x, pattern, **axes_lengths):
-    return _rearrange(x, pattern, axes_lengths, ellipsis_reversed=True)
+    return _rearrange(x, pattern, axes_lengths, "ellipsis_reversed")
 
 
 @mutant("nb05_rearrange.rearrange", hint="a keyword length must name an axis of the pattern: "
         "rearrange(x, 'a b -> b a', c=2) raises einops.EinopsError, as einops does")
 def rearrange_ignores_unknown_keywords(x, pattern, **axes_lengths):
-    return _rearrange(x, pattern, axes_lengths, unused_lengths=True)
+    return _rearrange(x, pattern, axes_lengths, "unused_lengths")
 
 
 @mutant("nb05_rearrange.rearrange", hint="inside an output group the ellipsis' dimensions go where '...' is written: "
         "'(... b)' puts them before b, '(b ...)' after it")
 def rearrange_ellipsis_at_group_end(x, pattern, **axes_lengths):
-    return _rearrange(x, pattern, axes_lengths, ellipsis_group_end=True)
+    return _rearrange(x, pattern, axes_lengths, "ellipsis_group_end")
 
 
 @mutant("nb05_rearrange.rearrange", hint="a group on the right is one output dimension even when the '...' in it "
         "stands for no dimension: '(...)' then has length 1 (the product of no lengths), like '()'")
 def rearrange_drops_empty_ellipsis_group(x, pattern, **axes_lengths):
-    return _rearrange(x, pattern, axes_lengths, drop_empty_ellipsis_group=True)
+    return _rearrange(x, pattern, axes_lengths, "drop_empty_ellipsis_group")
 
 
 _KEPT = {"rearrange": einops.rearrange}  # kept before the check ran, under a name of its own

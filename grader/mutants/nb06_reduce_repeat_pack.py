@@ -12,7 +12,7 @@ import torch
 from tensorcraft import stages
 from tensorcraft.einops import EinopsError, rearrange
 
-from . import mutant
+from . import mutant, one_mistake
 
 REDUCE = "nb06_reduce_repeat_pack.reduce"
 REPEAT = "nb06_reduce_repeat_pack.repeat"
@@ -39,8 +39,9 @@ REDUCERS = {"sum": torch.Tensor.sum, "mean": torch.Tensor.mean, "max": torch.Ten
             "min": torch.Tensor.amin, "prod": torch.Tensor.prod}
 
 
+@one_mistake
 def _reduce(x, pattern, reduction, axes_lengths, *, reducer=None, right_side=None, left_side=None):
-    """The notebook's solution, with one piece swappable so that each mutant changes only that."""
+    """The notebook's rule with one piece swappable per mutant (it runs only with a mistake: one_mistake)."""
     left, right = pattern.split("->")
     left = left_side(left) if left_side else left
     right = right_side(right) if right_side else right
@@ -114,6 +115,7 @@ def reduce_max_returns_a_pair(x, pattern, reduction, **axes_lengths):
 # ---------------------------------------------------------------- repeat
 
 
+@one_mistake
 def _repeat(x, pattern, axes_lengths, *, right_side=None, cast=False):
     left, right = pattern.split("->")
     right = right_side(right, _axis_names(left)) if right_side else right
@@ -177,6 +179,7 @@ def repeat_by_multiplying_with_ones(x, pattern, **axes_lengths):
 # ---------------------------------------------------------------- make_head
 
 
+@one_mistake
 def _head(channels, hidden, classes, *, pool="b c (h 2) (w 2) -> b c h w", pool_reduction="max",
           global_reduction="mean", relu=True):
     return torch.nn.Sequential(

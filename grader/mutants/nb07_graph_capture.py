@@ -12,7 +12,7 @@ from tensorcraft.compiler.builder import GraphBuilder, is_inplace
 from tensorcraft.compiler.capture import Captured
 from tensorcraft.compiler.opnames import canonical_name
 
-from . import mutant
+from . import mutant, one_mistake
 
 CAPTURE = "nb07_graph_capture.capture"
 INPUT_GUARD = "nb07_graph_capture.input_guard"
@@ -76,7 +76,8 @@ class _Tracer(TorchFunctionMode):
         return result
 
 
-def _capture(tracer_class, fn, args=(), kwargs=None, module=None, count_tensors_only=False):
+@one_mistake
+def _capture(tracer_class, fn, args=(), kwargs=None, module=None, *, count_tensors_only=False):
     kwargs = kwargs or {}
     builder = GraphBuilder()
     tracer = tracer_class(builder, module)
@@ -148,6 +149,7 @@ def capture_numbers_tensor_inputs_only(fn, args=(), kwargs=None, module=None):
 _FIELDS = ("type", "shape", "stride", "dtype", "device", "requires_grad")
 
 
+@one_mistake
 def _guard(name, value, remembered, *, skip=(), loose_values=False):
     if remembered[0] == "tensor":
         if not isinstance(value, torch.Tensor):
@@ -234,6 +236,7 @@ _RANDOM = {"rand", "randn", "rand_like", "randn_like", "randint", "randint_like"
            "multinomial"}
 
 
+@one_mistake
 def _refusal(op, args, kwargs, *, reads=_READS_VALUES, shaped=_VALUE_SHAPED, masks=True, extra=(),
              tuples=True, any_dtype=False, random=_RANDOM):
     if op in reads or op in extra:

@@ -2,16 +2,19 @@
 
 Written as a learner of the notebook would write them, on the graph methods the notebook shows
 (``graph.copy``, ``graph.users``, ``graph.remove``, ``graph.replace``, ``graph.replace_all_uses``,
-``graph.constant``, ``returned_storages``), each with one mistake.
+``graph.constant``, ``returned_storages``), each with one mistake. A mistake in a rule of the library's
+own pass is a patch of its source (``grader.mutants.patched``): the library is the one copy of the
+right pass.
 """
-from typing import Any
-
 import torch
 
 import tensorcraft.compiler.passes.dce as _dce
-from tensorcraft.compiler.ir import Node, map_args, returned_storages
+from tensorcraft.compiler.ir import Node
+from tensorcraft.compiler.passes.constant_folding import fold_constants
+from tensorcraft.compiler.passes.cse import _key as _cse_key, eliminate_common_subexpressions
+from tensorcraft.compiler.passes.dce import eliminate_dead_code
 
-from . import mutant
+from . import mutant, patched
 
 DCE = "nb08_graph_passes.eliminate_dead_code"
 CSE = "nb08_graph_passes.eliminate_common_subexpressions"
@@ -30,17 +33,10 @@ def dce_by_kept_library(graph):
     return _KEPT["dce"](graph)
 
 
-@mutant(DCE, hint="a constant or a parameter that only dead code reads is dead too: remove every node that is "
+patched(DCE, "dce_keeps_constants_and_parameters", eliminate_dead_code,
+        ('if node.kind in ("output", "placeholder") or', 'if node.kind in ("output", "placeholder", "constant", "param") or'),
+        hint="a constant or a parameter that only dead code reads is dead too: remove every node that is "
         "not live, not only calls (the compiled code would still hold it, and fetch a parameter at every call)")
-def dce_keeps_constants_and_parameters(graph):
-    graph = graph.copy()
-    live: set = set()
-    for node in reversed(graph.nodes):
-        if node.kind in ("output", "placeholder", "constant", "param") or node in live:
-            live.add(node)
-            live.update(node.inputs)
-    graph.remove([n for n in graph.nodes if n not in live])
-    return graph
 
 
 @mutant(DCE, hint="one sweep over 'nodes nobody reads' removes only the end of a dead chain: the nodes it read "
@@ -64,17 +60,10 @@ def dce_removes_the_output(graph):
         graph.remove(dead)
 
 
-@mutant(DCE, hint="an input that nothing reads is still an input: placeholders are the function's signature "
+patched(DCE, "dce_drops_unread_placeholders", eliminate_dead_code,
+        ('if node.kind in ("output", "placeholder") or', 'if node.kind in ("output",) or'),
+        hint="an input that nothing reads is still an input: placeholders are the function's signature "
         "(torch.fx keeps them too); remove only calls, constants and parameters")
-def dce_drops_unread_placeholders(graph):
-    graph = graph.copy()
-    live: set = set()
-    for node in reversed(graph.nodes):
-        if node.kind == "output" or node in live:
-            live.add(node)
-            live.update(node.inputs)
-    graph.remove([n for n in graph.nodes if n not in live])
-    return graph
 
 
 @mutant(DCE, hint="a node's arguments can hold nodes inside lists and tuples (torch.stack([a, b])): read "
@@ -95,184 +84,81 @@ def dce_misses_nested_arguments(graph):
 # ---------------------------------------------------------------- common-subexpression elimination
 
 
-def _key(value: Any) -> Any:
-    if isinstance(value, Node):
-        return ("node", id(value))
-    if isinstance(value, (tuple, list)):
-        return (type(value).__name__, tuple(_key(v) for v in value))
-    if isinstance(value, dict):
-        return ("dict", tuple(sorted((k, _key(v)) for k, v in value.items())))
-    return (type(value).__name__, value)
+KEY = "key = (id(node.target), _key(node.args), _key(node.kwargs))"
+LEAF = '(type(v).__name__, v) for v in leaves)'
 
-
-def _cse(graph, key, keep_returned_apart: bool = True, window: int | None = None, survivor_returned: bool = True):
-    """The notebook's CSE with the key (and the rules around it) swappable."""
-    graph = graph.copy()
-    returned = returned_storages(graph)
-    seen: dict = {}
-    duplicates = []
-    calls = [n for n in graph.nodes if n.kind == "call"]
-    for position, node in enumerate(calls):
-        k = key(node)
-        survivor = seen.get(k)
-        if survivor is None or (window is not None and calls.index(survivor) < position - window):
-            seen[k] = node
-            continue
-        if keep_returned_apart and node in returned and survivor in returned:
-            continue
-        if survivor_returned and node in returned:
-            returned.add(survivor)
-        graph.replace_all_uses(node, survivor)
-        duplicates.append(node)
-    graph.remove(duplicates)
-    return graph
-
-
-def _key_untyped(value: Any) -> Any:
-    if isinstance(value, Node):
-        return ("node", id(value))
-    if isinstance(value, (tuple, list)):
-        return tuple(_key_untyped(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, _key_untyped(v)) for k, v in value.items()))
-    return value
-
-
-@mutant(CSE, hint="in Python 2 == 2.0 (and hash(2) == hash(2.0)), so a key of plain values merges n * 2 with "
+patched(CSE, "cse_key_ignores_types", eliminate_common_subexpressions, (_cse_key, LEAF, "v for v in leaves)"),
+        hint="in Python 2 == 2.0 (and hash(2) == hash(2.0)), so a key of plain values merges n * 2 with "
         "n * 2.0; on an integer tensor the first is int64 and the second float32: put each argument's type in the "
         "key beside its value")
-def cse_key_ignores_types(graph):
-    return _cse(graph, lambda n: (id(n.target), _key_untyped(n.args), _key_untyped(n.kwargs)))
 
-
-@mutant(CSE, hint="keyword arguments are arguments too: gelu(x) and gelu(x, approximate='tanh') differ; put "
+patched(CSE, "cse_ignores_keywords", eliminate_common_subexpressions, (KEY, "key = (id(node.target), _key(node.args))"),
+        hint="keyword arguments are arguments too: gelu(x) and gelu(x, approximate='tanh') differ; put "
         "node.kwargs in the key as well as node.args")
-def cse_ignores_keywords(graph):
-    return _cse(graph, lambda n: (id(n.target), _key(n.args)))
 
-
-def _key_by_type(value: Any) -> Any:
-    """Numbers, strings and None by value, nodes by identity, anything else (a dtype) by its type alone."""
-    if isinstance(value, Node):
-        return ("node", id(value))
-    if isinstance(value, (tuple, list)):
-        return tuple(_key_by_type(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, _key_by_type(v)) for k, v in value.items()))
-    if value is None or isinstance(value, (int, float, str)):
-        return (type(value).__name__, value)
-    return type(value).__name__
-
-
-@mutant(CSE, hint="every argument that is not a node is compared by value, a dtype or a device too: "
+patched(CSE, "cse_compares_other_arguments_by_type", eliminate_common_subexpressions,
+        (_cse_key, LEAF, "((type(v).__name__, v) if v is None or isinstance(v, (int, float, str)) else type(v).__name__) "
+         "for v in leaves)"),
+        hint="every argument that is not a node is compared by value, a dtype or a device too: "
         "x.to(torch.float16) and x.to(torch.bfloat16) are two different calls")
-def cse_compares_other_arguments_by_type(graph):
-    return _cse(graph, lambda n: (id(n.target), _key_by_type(n.args), _key_by_type(n.kwargs)))
 
-
-@mutant(CSE, hint="two calls of the same op on the same nodes are not the same value when their other arguments "
+patched(CSE, "cse_ignores_plain_arguments", eliminate_common_subexpressions,
+        (KEY, "key = (id(node.target), tuple(id(i) for i in node.inputs))"),
+        hint="two calls of the same op on the same nodes are not the same value when their other arguments "
         "differ: x * 2 is not x * 3, softmax over dim 0 is not softmax over dim -1; compare every argument")
-def cse_ignores_plain_arguments(graph):
-    return _cse(graph, lambda n: (id(n.target), tuple(id(i) for i in n.inputs)))
 
-
-@mutant(CSE, hint="the order of the arguments matters: a - b is not b - a, stack([a, b]) is not stack([b, a]); "
+patched(CSE, "cse_compares_inputs_as_a_set", eliminate_common_subexpressions,
+        (KEY, "key = (id(node.target), frozenset(id(i) for i in node.inputs), "
+              "tuple(_key(v) for v in node.args if not isinstance(v, (Node, list, tuple))), _key(node.kwargs))"),
+        hint="the order of the arguments matters: a - b is not b - a, stack([a, b]) is not stack([b, a]); "
         "compare the arguments in order, not the set of nodes read")
-def cse_compares_inputs_as_a_set(graph):
-    def key(n):
-        plain = tuple(_key(v) for v in n.args if not isinstance(v, (Node, list, tuple)))
-        return id(n.target), frozenset(id(i) for i in n.inputs), plain, _key(n.kwargs)
-    return _cse(graph, key)
 
-
-@mutant(CSE, hint="when a returned node merges into an earlier one, the survivor is returned from then on: add it "
+patched(CSE, "cse_forgets_the_survivor_is_returned", eliminate_common_subexpressions,
+        ("returned.add(survivor)", "pass"),
+        hint="when a returned node merges into an earlier one, the survivor is returned from then on: add it "
         "to your set of returned nodes, or a third copy that is returned merges into it too and the caller gets one "
         "tensor twice")
-def cse_forgets_the_survivor_is_returned(graph):
-    return _cse(graph, lambda n: (id(n.target), _key(n.args), _key(n.kwargs)), survivor_returned=False)
 
-
-@mutant(CSE, hint="two values that are both returned must stay two tensors: eager returns two, and a caller "
+patched(CSE, "cse_merges_returned_values", eliminate_common_subexpressions,
+        ("if survivor is node or (node in returned and survivor in returned):", "if survivor is node:"),
+        hint="two values that are both returned must stay two tensors: eager returns two, and a caller "
         "that changes one in place (out.add_(1)) must not change the other; merge them only when at most "
         "one of them is returned")
-def cse_merges_returned_values(graph):
-    return _cse(graph, lambda n: (id(n.target), _key(n.args), _key(n.kwargs)), keep_returned_apart=False)
 
-
-@mutant(CSE, hint="a repeated computation is not always next to the first: remember every call seen so far "
+patched(CSE, "cse_only_neighbours", eliminate_common_subexpressions,
+        ("survivor = seen.setdefault(key, node)", "survivor = seen.setdefault(key, node)\n        seen = {key: survivor}"),
+        hint="a repeated computation is not always next to the first: remember every call seen so far "
         "(a dict from key to node), not only the previous one")
-def cse_only_neighbours(graph):
-    return _cse(graph, lambda n: (id(n.target), _key(n.args), _key(n.kwargs)), window=1)
 
 
 # ---------------------------------------------------------------- constant folding
 
 
-def _fold(graph, *, params=None, chains: bool = True, returned_too: bool = False, any_input: bool = False,
-          guarded: bool = True):
-    """The notebook's folder; ``params`` None: parameters are constants when the graph is frozen."""
-    graph = graph.copy()
-    known: dict = {}
-    returned = set() if returned_too else returned_storages(graph)
-    for node in list(graph.nodes):
-        if node.kind == "constant":
-            known[node] = node.target
-        elif node.kind == "param" and (graph.frozen if params is None else params):
-            known[node] = node.attrs["value"]
-        elif node.kind == "call" and node not in returned:
-            ready = any if any_input else all
-            if not ready(i in known for i in node.inputs):
-                continue
-            with torch.no_grad():
-                value = node.target(*map_args(node.args, known.__getitem__), **map_args(node.kwargs, known.__getitem__))
-            if not isinstance(value, torch.Tensor):
-                continue
-            for i in node.inputs:
-                if i.kind == "param" and graph.frozen and guarded:
-                    graph.param_value(i)
-            folded = graph.constant(value, name=node.name)
-            if chains:
-                known[folded] = value
-            graph.replace(node, [folded])
-    return graph
-
-
-@mutant(FOLD, hint="with gradients the parameters are what training changes and what the gradient flows to: "
+patched(FOLD, "fold_ignores_frozen", fold_constants, ('elif node.kind == "param" and graph.frozen:', 'elif node.kind == "param":'),
+        hint="with gradients the parameters are what training changes and what the gradient flows to: "
         "they are constants only in a frozen graph (graph.frozen: eval mode, no gradients)")
-def fold_ignores_frozen(graph):
-    return _fold(graph, params=True)
 
-
-@mutant(FOLD, hint="a folded value is a constant too: put it in your dict of known values, so that the calls "
+patched(FOLD, "fold_no_chains", fold_constants, ("known[folded] = value", "pass"), hint="a folded value is a constant too: put it in your dict of known values, so that the calls "
         "reading it fold as well (p * 2 + arange(6) is two folds, one after the other)")
-def fold_no_chains(graph):
-    return _fold(graph, chains=False)
 
-
-@mutant(FOLD, hint="a returned value must be a fresh tensor at every call, as eager gives: folded, it is the same "
+patched(FOLD, "fold_returned_values", fold_constants, ("returned = returned_storages(graph)", "returned = set()"),
+        hint="a returned value must be a fresh tensor at every call, as eager gives: folded, it is the same "
         "tensor each time, and a caller that changes it in place changes what the next call returns; "
         "never fold a node in returned_storages(graph)")
-def fold_returned_values(graph):
-    return _fold(graph, returned_too=True)
 
-
-@mutant(FOLD, hint="parameters are constants in a frozen graph (graph.frozen): read them with "
+patched(FOLD, "fold_only_constant_nodes", fold_constants, ('elif node.kind == "param" and graph.frozen:', "elif False:"),
+        hint="parameters are constants in a frozen graph (graph.frozen): read them with "
         "graph.param_value(node), so that the guards compare the values you baked in")
-def fold_only_constant_nodes(graph):
-    return _fold(graph, params=False)
 
-
-@mutant(FOLD, hint="read a parameter's value with graph.param_value(node), not node.attrs['value']: param_value "
+patched(FOLD, "fold_bakes_parameters_unguarded", fold_constants, ("graph.param_value(i)  # its value is baked in now", "pass"),
+        hint="read a parameter's value with graph.param_value(node), not node.attrs['value']: param_value "
         "records it in graph.baked, and the guards then compare its values at every call and "
         "recompile after a change (p.data.mul_(...) leaves the version counter as it was); without it the compiled code keeps computing with the old values")
-def fold_bakes_parameters_unguarded(graph):
-    return _fold(graph, guarded=False)
 
-
-@mutant(FOLD, hint="a call can be folded only when every input is known at compile time; one that reads an input "
+patched(FOLD, "fold_when_any_input_is_known", fold_constants,
+        ("all(i in known for i in node.inputs)", "any(i in known for i in node.inputs)"),
+        hint="a call can be folded only when every input is known at compile time; one that reads an input "
         "(a placeholder), directly or through other calls, changes at every call")
-def fold_when_any_input_is_known(graph):
-    return _fold(graph, any_input=True)
 
 
 # ---------------------------------------------------------------- the conv + batchnorm arithmetic

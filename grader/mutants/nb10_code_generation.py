@@ -13,7 +13,7 @@ from tensorcraft.compiler.codegen.python import BINARY_SOURCE, REDUCTION_SOURCE,
 from tensorcraft.compiler.codegen.wrapper import SourcePrinter, WrapperCode
 from tensorcraft.compiler.passes.memory_plan import is_kernel_output
 
-from . import mutant
+from . import mutant, one_mistake
 
 PYTHON_SOURCE = "nb10_code_generation.python_source"
 C_SOURCE = "nb10_code_generation.c_source"
@@ -24,6 +24,7 @@ TORCH_OPS = {**UNARY_SOURCE, **BINARY_SOURCE}
 
 # ---------------------------------------------------------------- python_source
 
+@one_mistake
 def _python_source(kernel, *, outputs_first=False, typed_constants=True, store="copy", keepdim=True,
                    expand=True, literal=python_float):
     inputs = [b.name for b in kernel.inputs]
@@ -129,6 +130,7 @@ def offset_column_major(buffer_shape, shape):
     return " + ".join(terms) or "0"
 
 
+@one_mistake
 def _c_source(kernel, *, offset=element_offset, bound=lambda n: str(n), inline=False, literal=c_float):
     if any(o.reduce for o in kernel.outputs):
         raise ValueError(f"kernel {kernel.name} reduces: this c_source writes pointwise kernels only")
@@ -210,6 +212,7 @@ def c_inlines_without_parentheses(kernel):
 
 # ---------------------------------------------------------------- generate_wrapper
 
+@one_mistake
 def _generate_wrapper(graph, plan, kernels, name="forward", *, frees="after", contiguous=True, reshape=True,
                       returned=None, slots=True, device_of=lambda node: node.device):
     namespace = {"torch": torch, "operator": operator, **{node.name: compiled for node, compiled in kernels.items()}}

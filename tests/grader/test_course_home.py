@@ -177,3 +177,14 @@ def test_the_committed_course_home_lists_the_committed_notebooks():
     committed = (NOTEBOOKS / HOME_NAME).read_text(encoding="utf-8")
     assert committed == nbformat.writes(home_notebook(modules_in(NOTEBOOKS))) + "\n", \
         "notebooks/course_home.ipynb is stale: run `python -m grader build`"
+
+
+def test_not_started_is_read_from_the_reason_of_each_failure_not_from_its_words():
+    """Only the bare stub (reason NOT_IMPLEMENTED) is 'not started'; an answer that raises a
+    NotImplementedError with a message of its own (einops does, for an integer mean) was attempted."""
+    from grader.checks.report import FAIL, NOT_IMPLEMENTED, RAISED, CheckReport, GroupOutcome
+
+    def report(reason, detail):
+        return CheckReport("check_outer", hidden=False, outcomes=[GroupOutcome("cpu", "vectors", 2, FAIL, detail, reason=reason)])
+    assert progress.outcome(report(NOT_IMPLEMENTED, "your function still raises NotImplementedError")) == "not started"
+    assert progress.outcome(report(RAISED, "raised NotImplementedError: reduce_mean is not available")) == "attempted"

@@ -87,8 +87,8 @@ def test_validate_groups_hold_what_torch_says():
 
 
 def _solution_equations():
-    from grader.mutants.nb01_einsum_notation import SOLUTION
-    return dict(SOLUTION)
+    from solution_cells import solution
+    return solution("01_einsum_notation", "equations")()
 
 
 def test_an_equation_without_arrow_fails_even_where_implicit_mode_gives_the_result():
@@ -206,12 +206,25 @@ def test_a_mutant_that_fails_an_earlier_case_of_the_group_is_not_the_diagnosis()
     """' ij->' is rejected both by an answer that refuses spaces and by one that refuses an empty output;
     the learner's answer accepted 'i j , j k -> i k' before it, so the spaces hint would name a mistake
     they did not make."""
-    from grader.mutants import nb02_einsum_parsing as mutants
+    from solution_cells import solution
+    validate = solution("02_einsum_parsing", "validate_equation")
     spaces = next(m for m in mutants_for("nb02_einsum_parsing.validate_equation") if m.name == "validate_rejects_spaces")
 
     def refuses_an_empty_output(equation, ndims):
         if equation.strip().endswith("->"):
             raise ValueError("empty output")
-        mutants._validate(equation, ndims)
+        validate(equation, ndims)
     [first, *_] = nb02.EXERCISES["validate_equation"].run(refuses_an_empty_output, cuda_available=False).failed
     assert "empty output" in first.detail and first.hint != spaces.hint
+
+
+def test_right_letters_returned_as_a_list_are_told_to_join_them():
+    """No mutant holds the right letters in a list (it would be the answer, one ''.join away): the kind of
+    the result names the mistake."""
+    from collections import Counter
+
+    def as_list(inputs):
+        counts = Counter(inputs.replace("...", "").replace(",", ""))
+        return (["..."] if "..." in inputs else []) + sorted(c for c, n in counts.items() if n == 1)
+    [first, *_] = nb02.EXERCISES["infer_output"].run(as_list, cuda_available=False).failed
+    assert first.hint == "return a string, not a list of its pieces: join them with ''.join(...)"

@@ -5,24 +5,22 @@ import torch
 
 import tensorcraft as tc
 from tensorcraft import stages
-from library_copies import copy_of
+from solution_cells import solution
 from grader.checks import nb05_rearrange as checks
 from grader.checks.report import FAIL, RAISED, GroupOutcome, flat
-from grader.mutants import nb05_rearrange as mutants
+from grader.mutants import mutants_for
 from tensorcraft.einops import pattern
 from tensorcraft.einops.ops import rearrange as library_rearrange
 
 
 
 def library_stage(name):
-    """The library's own stage under a function object of its own (a stand-in for a correct answer: the
-    library's function itself is out of reach while a check runs, under any name)."""
-    return copy_of(stages._LIBRARY[name])
+    """The solution notebook's answer for the stage ``name`` (the library's own function is out of reach
+    while a check runs, under any name)."""
+    return solution("05_rearrange", name)
 
 
-def correct_rearrange(x, pattern, **axes_lengths):
-    """A right answer to exercise 3 (the mutants' family with no mistake switched on)."""
-    return mutants._rearrange(x, pattern, axes_lengths)
+correct_rearrange = solution("05_rearrange", "rearrange")   # a right answer to exercise 3
 
 
 def counting(fn, log):
@@ -94,7 +92,7 @@ def test_a_case_that_must_raise_names_the_rule_it_breaks():
     def parse(text):
         if text == "(h 0)":
             return pattern.Expression(text=text, dims=(("h", pattern.AnonymousAxis(0)),))
-        return mutants._parse(text)  # right everywhere else
+        return library_stage("parse_expression")(text)  # right everywhere else
     failure = first_failure(checks.PARSE_EXPRESSION, parse)
     assert "must raise" in failure.detail and "(h 0)" in failure.detail
     assert "positive" in failure.hint and failure.hint != checks.PARSE_EXPRESSION.hint
@@ -122,7 +120,8 @@ def test_wrong_answers_found_in_review_are_rejected_with_their_hint(wrong, hint_
 
 def test_a_name_repeated_inside_a_group_is_rejected_in_public():
     parse = checks.EXERCISES["parse_expression"]
-    report = parse.run(lambda text: mutants._parse(text, duplicates_in_groups=True), cuda_available=False)
+    wrong = next(m.fn for m in mutants_for(parse.id) if m.name == "parse_allows_duplicates_in_groups")
+    report = parse.run(wrong, cuda_available=False)
     [first, *_] = report.failed
     assert "a (b a)" in first.detail and "inside a group too" in first.hint
 

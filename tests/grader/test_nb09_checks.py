@@ -6,12 +6,14 @@ import torch
 from grader.checks import nb09_fusion_memory as checks
 from grader.checks.compare import mismatch
 from grader.checks.nb09_fusion_memory import EXERCISES
-from grader.mutants.nb09_fusion_memory import _group, _lifetimes, _plan
+from grader.mutants import mutants_for
+from solution_cells import solution
 from tensorcraft.compiler.passes import fusion
 from tensorcraft.compiler.passes.memory_plan import plan_memory, storage_lifetimes
 
 GROUP, LIFETIMES, PLAN = EXERCISES["group_fusible"], EXERCISES["storage_lifetimes"], EXERCISES["plan_memory"]
-CORRECT = {"group_fusible": _group, "storage_lifetimes": _lifetimes, "plan_memory": _plan}  # no rule switched
+CORRECT = {name: solution("09_fusion_memory", f"my_{name}") for name in EXERCISES}  # the notebook's own answers
+WRONG = {m.name: m.fn for e in EXERCISES.values() for m in mutants_for(e.id)}
 
 
 @pytest.mark.parametrize("name", sorted(CORRECT))
@@ -78,25 +80,25 @@ def test_the_legality_test_names_each_broken_rule():
     from tensorcraft.compiler.capture import capture
     cyclic = capture(checks.CYCLE.fn, checks.CYCLE.inputs(torch.Generator().manual_seed(0))).graph
     with pytest.raises(checks.FusionCycle, match="tanh .* -> matmul .* -> mul"):
-        checks.check_groups(cyclic, _group(cyclic, seals=False))
+        checks.check_groups(cyclic, WRONG["fuses_through_an_opaque_op"](cyclic))
     rows = capture(checks.ROWS.fn, checks.ROWS.inputs(torch.Generator().manual_seed(0))).graph
     with pytest.raises(checks.ReductionReadInItsGroup, match="reads sum"):
-        checks.check_groups(rows, _group(rows, reads_reduction=False))
+        checks.check_groups(rows, WRONG["fuses_across_a_reduction"](rows))
     side = capture(checks.SIDE.fn, checks.SIDE.inputs(torch.Generator().manual_seed(0))).graph
     with pytest.raises(checks.ReaderBeforeKernel, match="matmul"):
-        checks.check_groups(side, _group(side, seals=False))
+        checks.check_groups(side, WRONG["fuses_through_an_opaque_op"](side))
     with pytest.raises(checks.OpaqueOpFused, match="matmul"):
         checks.check_groups(side, [fusion.Group(0, (4, 6), torch.float32, torch.device("cpu"),
                                                 [n for n in side.nodes if n.op in ("tanh", "matmul")])])
-    legal = _group(cyclic)
+    legal = fusion.group_fusible.library(cyclic, recompute=False)
     assert checks.check_groups(cyclic, legal) == legal
 
 
 def test_the_plan_test_catches_reuse_at_the_last_use_itself():
     graph, _ = _graph(checks.ROWS_THEN_MORE)
     with pytest.raises(checks.LiveBufferReused, match="at that very step"):
-        checks.check_plan(graph, _plan(graph, free_when=lambda until, written_at: until <= written_at))
-    checks.check_plan(graph, _plan(graph))  # the rule with a strict < is safe
+        checks.check_plan(graph, WRONG["reuses_at_the_last_use_itself"](graph))
+    checks.check_plan(graph, plan_memory.library(graph))  # the rule with a strict < is safe
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -113,7 +115,6 @@ def test_fewest_slots_is_what_greedy_reuse_reaches_on_random_programs(seed):
 
 
 def test_every_exercise_has_the_mutants_the_brief_names():
-    from grader.mutants import mutants_for
     names = {m.name for e in EXERCISES.values() for m in mutants_for(e.id)}
     assert {"fuses_across_a_reduction", "fuses_through_an_opaque_op", "reuses_at_the_last_use_itself",
             "ignores_the_dtype", "ignores_the_size", "ignores_views"} <= names

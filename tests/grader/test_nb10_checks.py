@@ -5,7 +5,8 @@ import torch
 
 import tensorcraft
 from grader.checks.nb10_code_generation import EXERCISES, NanFirst, free_problems, slot_problems
-from grader.mutants.nb10_code_generation import _c_source, _generate_wrapper, wrapper_ignores_the_slots
+from grader.mutants.nb10_code_generation import wrapper_ignores_the_slots
+from solution_cells import solution
 from tensorcraft.compiler.codegen import c as c_backend
 from tensorcraft.compiler.codegen import python as python_backend
 from tensorcraft.compiler.codegen import wrapper as wrapper_module
@@ -14,19 +15,14 @@ from tensorcraft.compiler.pipeline import compile_graph
 PYTHON, C, WRAPPER = EXERCISES["python_source"], EXERCISES["c_source"], EXERCISES["generate_wrapper"]
 
 
-def _copy_of(fn):
-    """The same code under a new function object: the check's tripwires look for the library's objects."""
-    import types
-    return types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_copy", fn.__defaults__, fn.__closure__)
-
-
-# Correct answers: the library's Python printer under another function object, and the notebook's
-# C and wrapper solutions (the mutants' common base, without a mistake).
-LIBRARY_PYTHON = _copy_of(python_backend.python_source.library)
+# Correct answers: the solution notebook's own printers and wrapper (the one copy of each answer).
+LIBRARY_PYTHON = solution("10_code_generation", "python_source")
+C_ANSWER = solution("10_code_generation", "c_source")
+WRAPPER_ANSWER = solution("10_code_generation", "generate_wrapper")
 
 
 def test_correct_answers_pass_public_and_hidden():
-    for exercise, answer in ((PYTHON, LIBRARY_PYTHON), (C, _c_source), (WRAPPER, _generate_wrapper)):
+    for exercise, answer in ((PYTHON, LIBRARY_PYTHON), (C, C_ANSWER), (WRAPPER, WRAPPER_ANSWER)):
         assert not exercise.run(answer).failed, exercise.name
         assert not exercise.run(answer, hidden=True, seed=7).failed, exercise.name
 
@@ -97,7 +93,7 @@ def test_free_problems_names_values_kept_past_their_last_use():
 
 
 def test_c_cases_never_run_on_cuda_even_where_a_gpu_is_present():
-    report = C.run(_c_source, cuda_available=True)
+    report = C.run(C_ANSWER, cuda_available=True)
     assert {o.device for o in report.outcomes} == {"cpu"} and not report.failed
 
 

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from library_copies import copy_of
+from solution_cells import solution
 from grader.checks.nb11_capstone import EXERCISES, PROGRAMS, view_chains
 from grader.mutants import mutants_for
 from grader.mutants.nb11_capstone import attention_softmax_over_queries
@@ -102,8 +102,8 @@ def test_a_block_with_other_parameter_names_is_told_the_names():
     assert report.failed and "ln1, qkv, proj, ln2, fc1, fc2" in report.failed[0].hint
 
 
-def test_the_library_pass_passes_and_an_identity_pass_is_told_what_is_left():
-    assert not MERGE_VIEWS.run(copy_of(library_merge_views.library)).failed
+def test_the_solutions_pass_passes_and_an_identity_pass_is_told_what_is_left():
+    assert not MERGE_VIEWS.run(solution("11_capstone", "merge_views")).failed
     report = MERGE_VIEWS.run(lambda graph: graph.copy())
     assert report.failed and "view-of-view chains left after your pass: expected 0" in report.failed[0].detail
 
