@@ -23,12 +23,12 @@ CONTEXT = 2             # lines shown around a library file's shared passages
 
 def documents(records: ClassRecords) -> list[similarity.Document]:
     """Per learner and notebook: the attempted solution cells, one after another, each under its name."""
-    found = []
+    items = []
     for submission in records.submissions:
         text = "".join(f"# {a.exercise}\n{a.source.rstrip()}\n\n" for a in submission.answers if a.attempted)
         if text:
-            found.append(similarity.Document.of(submission.learner, submission.assignment, text))
-    return found
+            items.append((submission.learner, submission.assignment, text))
+    return similarity.documents_of(items)
 
 
 def course_code(course: Course, assignment: str) -> set[int]:

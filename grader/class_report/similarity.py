@@ -26,11 +26,15 @@ import builtins
 import io
 import keyword
 import math
+import multiprocessing
+import os
 import re
 import tokenize
 import zlib
 from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 K = 5                   # tokens per k-gram
@@ -38,6 +42,7 @@ WINDOW = 4              # k-grams per winnowing window: shared runs of K + WINDO
 MIN_SHARED = 10         # shared fingerprints (about 25 tokens of code) that flag a pair
 LIBRARY_COMMON = 2      # library files that may share a fingerprint before it is the library's idiom
 LIBRARY = "library"     # the learner name of the library's documents
+PARALLEL_FROM = 400     # documents from which fingerprints are made in worker processes
 
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
          tokenize.ENCODING, tokenize.ENDMARKER}
@@ -120,20 +125,44 @@ def winnow(hashes: list[int]) -> set[int]:
     return chosen
 
 
+def fingerprints_of(text: str) -> set[int]:
+    return winnow(kgram_hashes([w for w, _, _ in tokens(text)]))
+
+
 @dataclass
 class Document:
     learner: str                 # LIBRARY for a library file
     assignment: str              # the notebook; the file's path for a library file
     text: str
-    words: list[tuple[str, int, int]] = field(repr=False)
-    hashes: list[int] = field(repr=False)
     fingerprints: set[int] = field(repr=False)
 
     @classmethod
     def of(cls, learner: str, assignment: str, text: str) -> "Document":
-        words = tokens(text)
-        hashes = kgram_hashes([w for w, _, _ in words])
-        return cls(learner, assignment, text, words, hashes, winnow(hashes))
+        return cls(learner, assignment, text, fingerprints_of(text))
+
+    @cached_property
+    def words(self) -> list[tuple[str, int, int]]:
+        """Its tokens with their offsets: needed only to mark a flagged pair, so made only then."""
+        return tokens(self.text)
+
+    @cached_property
+    def hashes(self) -> list[int]:
+        return kgram_hashes([w for w, _, _ in self.words])
+
+
+def documents_of(items: list[tuple[str, str, str]], workers: int | None = None) -> list[Document]:
+    """``Document.of(learner, notebook, text)`` for each item; a large class's fingerprints are made in
+    ``workers`` processes (default: one per core), tokenizing being the report's longest step."""
+    workers = workers or os.cpu_count() or 1
+    texts = [text for _, _, text in items]
+    if workers > 1 and len(texts) >= PARALLEL_FROM:
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            prints = list(pool.map(fingerprints_of, texts, chunksize=max(1, len(texts) // (4 * workers))))
+    else:
+        prints = [fingerprints_of(text) for text in texts]
+    return [Document(learner, notebook, text, fingerprint)
+            for (learner, notebook, text), fingerprint in zip(items, prints)]
 
 
 def course_code(sources: list[str]) -> set[int]:
