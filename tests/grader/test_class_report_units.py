@@ -162,3 +162,9 @@ def test_the_layout_pairs_each_solution_cell_with_its_test_cells():
     got = layout("00_welcome", release)
     assert got.exercises == ["outer"] and got.tests == {"outer": [("outer_tests", 2.0), ("extra", 1.0)]}
     assert got.stubs["outer"].endswith("NotImplementedError()")
+
+
+def test_the_command_says_to_grade_first_when_nothing_was_graded(tmp_path, capsys):
+    from grader.cli import main
+    assert main(["report", "--course", str(tmp_path / "course")]) == 2
+    assert "run `python -m grader autograde SUBMISSIONS" in capsys.readouterr().err
