@@ -117,3 +117,15 @@ def test_the_page_is_self_contained_and_the_notebook_loads_the_json(report):
     assert "report.json" in "".join(notebook["cells"][1]["source"])
     for name in ("exercises.csv", "misconceptions.csv", "faults_by_exercise.csv", "faults_by_learner.csv", "learners.csv"):
         assert (out / name).read_text().count("\n") >= 2, name
+
+
+def test_the_notebook_version_runs_and_shows_the_tables_and_the_plot(report):
+    """report.ipynb, run as JupyterLab would run it, beside its report.json."""
+    import nbformat
+    from nbclient import NotebookClient
+    _, out, _ = report
+    notebook = nbformat.read(out / "report.ipynb", as_version=4)
+    NotebookClient(notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(out)}}).execute()
+    kinds = [set(m for o in c.outputs for m in o.get("data", {})) for c in notebook.cells if c.cell_type == "code"]
+    assert sum("text/html" in k for k in kinds) == 5 and any("image/png" in k for k in kinds)
+    assert not [o for c in notebook.cells for o in c.get("outputs", []) if o.output_type == "error"]
