@@ -1,4 +1,4 @@
-"""The command line: python -m grader build | check | autograde | feedback | home."""
+"""The command line: python -m grader build | check | autograde | feedback | report | home."""
 from __future__ import annotations
 
 import argparse
@@ -72,6 +72,16 @@ def _feedback(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from .class_report.build import HTML_NAME, write_report
+    started = time.perf_counter()
+    written = write_report(Course(args.course), args.out)
+    for path in written:
+        print(f"wrote {path}")
+    print(f"class report in {time.perf_counter() - started:.1f} s: open {written[0].parent / HTML_NAME}")
+    return 0
+
+
 def _home(args: argparse.Namespace) -> int:
     from .home import place_learner_home
     print(f"course home {place_learner_home(args.folder.expanduser())}")
@@ -119,6 +129,12 @@ def parser() -> argparse.ArgumentParser:
     feedback = commands.add_parser("feedback", parents=[common], help="write feedback HTML (no hidden-test source) for graded notebooks")
     feedback.add_argument("--all", action="store_true", help="rewrite every feedback file, not only stale ones")
     feedback.set_defaults(run=_feedback)
+
+    report = commands.add_parser("report", parents=[common], help="the class report after autograde: per exercise "
+                                 "item statistics, misconceptions (mutants matched), faults, learners, similar answers")
+    report.add_argument("--out", type=Path, help="folder for report.html, report.json, the CSVs and report.ipynb "
+                                                 "(default: COURSE/report)")
+    report.set_defaults(run=_report)
 
     home = commands.add_parser("home", help="write the course home into a learner's folder, linking to the "
                                "notebooks nbgrader fetches there (FOLDER/NN_name/NN_name.ipynb)")

@@ -4,7 +4,8 @@ A notebook cell calls ``check_<exercise>(learner_fn)``; the machinery lives in
 ``exercise`` (the case runner), ``compare`` (results vs ground truth), ``tripwire``
 (functions a learner must not call, by name), ``ops`` (the same, caught at the level of the
 operation, by any route; and numpy where an exercise does not allow it), ``devices`` (CPU always, CUDA where present),
-``seed`` (hidden randomized cases) and ``report`` (the lines a learner reads).
+``seed`` (hidden randomized cases), ``report`` (the lines a learner reads) and ``record`` (the same
+outcome as data in the graded notebook, which ``python -m grader report`` counts).
 
 A new notebook ``solutions/NN_name.py`` gets ``grader/checks/nbNN_name.py`` holding, per exercise,
 an :class:`~grader.checks.exercise.Exercise` (reference from the real tool, public cases, a

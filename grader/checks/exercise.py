@@ -30,10 +30,21 @@ from ..mutants import mutants_for
 from .compare import changed, describe, difference, kind_hint, mismatch
 from .devices import META, clone, devices, to_device
 from .ops import forbidden_ops
+from .record import show
 from .report import (CHANGED_INPUT, FAIL, FORBIDDEN, NO_ERROR, NOT_IMPLEMENTED, PASS, PENDING, RAISED, WRONG_ERROR,
                      WRONG_RESULT, CheckReport, GroupOutcome)
 from .seed import hidden_seed
 from .tripwire import ForbiddenCallError, captured_forbidden, tripwire, tripwires
+
+
+class Diagnosis(str):
+    """A known mistake's hint that also names the mistake (``mutant``): the check shows the text, and
+    records the name (``GroupOutcome.mutant``) for the class report, both from the one match."""
+
+    def __new__(cls, hint: str, mutant: str) -> "Diagnosis":
+        made = super().__new__(cls, hint)
+        made.mutant = mutant
+        return made
 
 
 STUB_HINT = "replace `raise NotImplementedError()` with your solution"
@@ -137,7 +148,7 @@ class Exercise:
         """Run, print the report, and raise AssertionError if any group failed."""
         report = self.run(learner_fn, hidden=hidden)
         progress.record(self.id, report)  # the learner's course home reads it; never raises
-        print(report.text())
+        show(self.id, report)  # the text, and in a kernel the same outcome as data (checks/record.py)
         if report.failed:
             raise one_line(AssertionError(f"check_{self.name}: {report.failed_summary(with_pending=False)} (see the lines marked {FAIL} above)"))
 
@@ -173,7 +184,7 @@ class Exercise:
             detail = f"{which}: {shown}: {what}" if case is not None else what
             return GroupOutcome(device, group.title, len(group.cases), FAIL, detail, hint, case=number, shown=shown,
                                 reason=reason, difference=what, error=type(error).__name__ if error else "",
-                                note=case.note if case else "")
+                                note=case.note if case else "", mutant=getattr(hint, "mutant", ""))
 
         captured = captured_forbidden(learner_fn, self.forbidden, exercise=self.name,
                                       also={self._reference_label: self.reference})
@@ -292,7 +303,7 @@ class Exercise:
             except Exception:
                 continue
             if mismatch(theirs, got) is None:
-                return wrong.hint
+                return Diagnosis(wrong.hint, wrong.name)
         return None
 
     def _diagnose_error(self, args: tuple, error: BaseException, earlier: list = ()) -> str | None:
@@ -305,7 +316,7 @@ class Exercise:
                     self.call(wrong.fn, *clone(args))
             except Exception as theirs:
                 if type(theirs) is type(error) and _same_words(str(theirs), str(error)):
-                    return wrong.hint
+                    return Diagnosis(wrong.hint, wrong.name)
         return None
 
     def _diagnose_capture(self, found: str) -> str | None:
@@ -314,7 +325,7 @@ class Exercise:
             theirs = captured_forbidden(wrong.fn, self.forbidden, exercise=self.name,
                                         also={self._reference_label: self.reference})
             if theirs is not None and str(theirs) == found:
-                return wrong.hint
+                return Diagnosis(wrong.hint, wrong.name)
         return None
 
     def _diagnose_edit(self, args: tuple, edited: str, earlier: list = ()) -> str | None:
@@ -327,7 +338,7 @@ class Exercise:
             except Exception:
                 continue
             if _edit(args, inputs) == edited:
-                return wrong.hint
+                return Diagnosis(wrong.hint, wrong.name)
         return None
 
 

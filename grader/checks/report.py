@@ -53,6 +53,7 @@ class GroupOutcome:
     difference: str = ""         # what happened: how the result differs, or the error raised
     error: str = ""              # the type name of the exception the learner's code raised, if any
     note: str = ""               # what the failed case is about, in words
+    mutant: str = ""             # the known mistake whose hint ``hint`` is, by name ("" when none explains it)
 
     def line(self) -> str:
         head = f"  {self.status} {self.device:<4} {self.title} ({self.cases} case{'s' * (self.cases != 1)})"

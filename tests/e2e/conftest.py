@@ -67,6 +67,13 @@ def _wait_until_up(url: str, server: subprocess.Popen, log: Path, patience: floa
             time.sleep(0.5)
 
 
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The path of Debian's Chromium for a test that drives it without JupyterLab, or a skip saying what is missing."""
+    _browser_or_skip()
+    return CHROMIUM
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """(base URL, token, notebook folder, progress file) of a running JupyterLab."""
