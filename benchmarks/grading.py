@@ -193,7 +193,8 @@ def grade_class(assignment: str, learners: int, workers: int, isolation: str, da
                                     isolation=isolation, pool=pool)
             runs.append((name, cores, time.perf_counter() - started, _totals(course, names, assignment)))
             if index == 0:
-                timings, parent, our_cpu = [o.timings for o in summary.outcomes if o.timings], summary.timings, cpu.seconds
+                timings = [o.timings for o in summary.outcomes if o.timings]
+                parent, our_cpu = summary.timings, cpu.seconds
             if summary.errors:
                 print(f"{name}: {len(summary.errors)} errors: {summary.errors[:3]}")
         theirs = Course(root / "nbgrader")
@@ -249,6 +250,10 @@ def print_class(graded: Graded, profile: bool) -> None:
     print(f"CPU seconds per submission, every process: ours {ours / graded.learners:.2f}, nbgrader's "
           f"{theirs / graded.learners:.2f} ({graded.cpu_ratio():.2f}x: the ratio per core where nothing else runs)")
     print(f"same scores as nbgrader: {'yes' if graded.agree else 'NO'}; load average now: {os.getloadavg()[0]:.1f}")
+    theirs = graded.runs[-1][3]
+    for name, _, _, scores in graded.runs[:-1]:
+        for learner in sorted(l for l in scores if scores[l] != theirs.get(l)):
+            print(f"  {learner}: {scores[learner]} by {name.strip()}, {theirs.get(learner)} by nbgrader")
 
 
 def print_course(classes: list[Graded]) -> None:

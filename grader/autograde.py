@@ -35,7 +35,7 @@ from .course import DEFAULT_COURSE, Course, put_python_scripts_on_path
 from .execute import Executed, execute_submission, start_fork_server, start_worker
 from .export import CSV_NAME, lateness, write_csv
 from .feedback import feedback_exporter, stale_feedback, write_feedback
-from .kernel_cache import compiles, warm_cache
+from .kernel_cache import warm_cache
 from .nbgrader_sandbox import hidden_paths
 from .pipeline import cell_timeout, course_config, gradebook_writers, run
 from .preflight import check_solution
@@ -222,8 +222,7 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
     with pool or ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                      initializer=start_worker) as pool:
         # the local workers start their fork servers while the preflight runs here (one core each)
-        compiler = any(compiles(course.source(a)) for a in {s.assignment for s in todo})
-        servers = ([pool.submit(start_fork_server, hidden, compiler) for _ in range(workers)]
+        servers = ([pool.submit(start_fork_server, hidden) for _ in range(workers)]
                    if local and confined and todo else [])
         with timings.measure("preflight"):
             if preflight:           # a set-up that would grade everyone 0 stops here, before anyone is graded

@@ -30,7 +30,7 @@ from nbgrader.preprocessors import Execute
 from . import kernel_forks, pipeline
 
 from .integrity_watch import IntegrityWatch, check_module
-from .kernel_cache import compiles, seed
+from .kernel_cache import seed
 from .sandbox import Sandbox, claim_uid
 from .sandboxed_kernel import SandboxedKernelManager
 from .timings import FORKED_CPU, KERNEL_CPU, WORKER_CPU, Timings, cell_kind, cell_step, cpu_seconds
@@ -211,7 +211,6 @@ def _confined(submitted: Path, autograded_dir: Path, db_url: str, learner: str, 
     if not sandboxed:
         return _execute(submitted, autograded_dir, db_url, learner, assignment, timeout, config_file, None)
     if kernel_forks.enabled():      # a kernel forked from this worker's warm fork server, in its sandbox
-        kernel_forks.preload_compiler(_calls_a_compiler(submitted))
         with contextlib.ExitStack() as stack:       # (its reset on exit counts in "worker total" only)
             with timings.measure("sandbox reset"):
                 sandbox = stack.enter_context(kernel_forks.sandbox_for_a_learner(list(hidden), claim_uid()))
@@ -248,22 +247,13 @@ def _grading_environment():
             os.environ["NBGRADER_EXECUTION"] = previous
 
 
-def _calls_a_compiler(notebook: Path) -> bool:
-    try:
-        return compiles(notebook)
-    except Exception:       # not a notebook: it fails to load later, and says so
-        return False
-
-
-def start_fork_server(hidden: tuple[Path, ...] = (), compiler: bool = False) -> float:
+def start_fork_server(hidden: tuple[Path, ...] = ()) -> float:
     """A pool task for the time the parent runs its preflight: start this worker's fork server (the
-    one ``execute_submission`` will fork its kernels from, in the same sandbox and environment;
-    ``compiler``: with Dynamo, for a batch of compiler notebooks), so that its first learner does
-    not wait for it. Returns the seconds it took (0.0: one was running)."""
+    one ``execute_submission`` will fork its kernels from, in the same sandbox and environment), so
+    that its first learner does not wait for it. Returns the seconds it took (0.0: one was running)."""
     started = time.perf_counter()
     if not kernel_forks.enabled() or kernel_forks.running() is not None:
         return 0.0
-    kernel_forks.preload_compiler(compiler)
     with _grading_environment(), kernel_forks.sandbox_for_a_learner(list(hidden), claim_uid()) as sandbox:
         sandbox.prepare()
         kernel_forks.server_for(sandbox)

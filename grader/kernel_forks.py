@@ -27,8 +27,8 @@ a notebook that imported torch in an earlier cell; ``torch.set_num_threads`` wor
 
 The compiler notebooks (07-11) spend most of a fresh kernel's time importing ``torch._dynamo`` and
 what its first compile loads (AOTAutograd, sympy, networkx...): seconds per learner, on every
-learner. A server asked for them (``--compiler``: a worker asks when a notebook it grades calls a
-compiler, and keeps that server for the other notebooks after) pays it once: it imports them and the course's checks, then compiles a tiny
+learner, and so does notebook 00 (its checks' operation watch loads much of the same). The server
+pays it once: it imports them and the course's checks, then compiles a tiny
 function with the ``eager`` and ``aot_eager`` backends and resets Dynamo (:func:`_warm_up`), so
 that a kernel finds Dynamo as a notebook finds it after its first ``torch.compile``, with empty
 caches. Dynamo imports Triton, whose library functions are made for its CPU interpreter only if
@@ -76,10 +76,10 @@ PR_SET_DUMPABLE = 4
 
 # ------------------------------------------------------------------ inside the sandbox: the server
 
-def serve(compiler: bool = False) -> None:
-    """Import what kernels use (``compiler``: Dynamo and the checks too, warmed up), say ``ready``, then
-    fork a kernel for each request read on stdin (one JSON line: its command line) and answer with
-    its pid. Ends when stdin closes."""
+def serve() -> None:
+    """Import what kernels use (Dynamo and the checks too, warmed up), say ``ready``, then fork a
+    kernel for each request read on stdin (one JSON line: its command line) and answer with its pid.
+    Ends when stdin closes."""
     for name in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(name, signal.SIG_IGN)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)      # the system reaps the kernels: no zombies
@@ -91,13 +91,12 @@ def serve(compiler: bool = False) -> None:
     for module in PRELOADED:
         with contextlib.suppress(Exception):
             importlib.import_module(module)
-    with _triton_for_the_interpreter() if compiler else contextlib.nullcontext():
-        for module in COMPILER + _check_modules() if compiler else ():
+    with _triton_for_the_interpreter():
+        for module in COMPILER + _check_modules():
             with contextlib.suppress(Exception):
                 importlib.import_module(module)
-        if compiler:
-            with contextlib.suppress(Exception):
-                _warm_up()
+        with contextlib.suppress(Exception):
+            _warm_up()
     sys.path[:] = path                      # some add to it (setuptools' vendored packages)
     control_in, control_out = sys.stdin.buffer, sys.stdout.buffer
     _answer(control_out, {"ready": True})
@@ -274,12 +273,11 @@ class ForkedKernel:
 class ForkServer:
     """A server running in ``sandbox`` (started here; raises ``OSError`` if it does not come up)."""
 
-    def __init__(self, sandbox: Sandbox, compiler: bool = False):
-        self.sandbox, self.compiler = sandbox, compiler      # compiler: Dynamo preloaded and warmed up
+    def __init__(self, sandbox: Sandbox):
+        self.sandbox = sandbox
         self.key = key(sandbox)
         sandbox.end()                   # nothing left under its uid by a grader that was killed
-        command = [sys.executable, "-m", "grader.kernel_forks"] + (["--compiler"] if compiler else [])
-        self.process = subprocess.Popen(sandbox.wrap(command, as_pid_1=True),
+        self.process = subprocess.Popen(sandbox.wrap([sys.executable, "-m", "grader.kernel_forks"], as_pid_1=True),
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                         cwd=sandbox.scratch)
         try:
@@ -350,7 +348,6 @@ class _Station(threading.local):
     may grade in several threads: each has its own, since a server runs one kernel at a time)."""
     server: ForkServer | None = None
     folder: Path | None = None
-    compiler: bool = False          # whether the next kernel's notebook calls a compiler (preload_compiler)
 
 
 _station = _Station()
@@ -372,24 +369,17 @@ def scratch() -> Path:
     return _station.folder / "scratch"
 
 
-def preload_compiler(wanted: bool) -> None:
-    """Say whether the notebook this thread grades next calls a compiler: its kernel then comes from
-    a server with Dynamo loaded and warmed up (one without is replaced; one with it is kept for all)."""
-    _station.compiler = wanted
-
-
 def server_for(sandbox: Sandbox) -> ForkServer | None:
-    """The thread's running server for ``sandbox``'s settings (and with Dynamo where
-    :func:`preload_compiler` asked for it), started if need be; None when servers are off or cannot
-    be had here (the caller starts its kernel on its own)."""
+    """The thread's running server for ``sandbox``'s settings, started if need be; None when
+    servers are off or cannot be had here (the caller starts its kernel on its own)."""
     current = running()
-    if current is not None and current.key == key(sandbox) and (current.compiler or not _station.compiler):
+    if current is not None and current.key == key(sandbox):
         return current
     stop()
     if not enabled() or _refused:
         return None
     try:
-        _station.server = ForkServer(sandbox, compiler=_station.compiler)
+        _station.server = ForkServer(sandbox)
     except OSError as error:
         _refused.append(str(error))
         print(f"tensorcraft: kernels start one by one: {error}", file=sys.stderr)
@@ -448,4 +438,4 @@ def stop() -> None:
 
 
 if __name__ == "__main__":
-    serve(compiler="--compiler" in sys.argv[1:])
+    serve()

@@ -6,8 +6,9 @@ shutting the kernel down) and returns it in ``Executed.timings``; ``autograde`` 
 own steps (registering, the preflight run of each solution, saving). ``python -m benchmarks grading
 --profile`` prints them, summed by :func:`phase` into the few kinds that decide a sizing: kernel
 start, imports, compilation, checks, the other cells, and the grader's own work around them; and
-the CPU seconds the kernel and the worker used (``kernel cpu``, ``forked kernel cpu``, ``worker cpu``), which a busy machine does not inflate as it does
-the wall-clock seconds. Measuring costs two clock reads per step; it is always on.
+the CPU seconds the kernel and the worker used (``kernel cpu``, ``forked kernel cpu``,
+``worker cpu``), which a busy machine does not inflate as it does the wall-clock seconds.
+Measuring costs two clock reads per step; it is always on.
 """
 from __future__ import annotations
 
