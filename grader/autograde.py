@@ -32,7 +32,7 @@ from nbgrader.utils import parse_utc
 from tqdm import tqdm
 
 from .course import DEFAULT_COURSE, Course, put_python_scripts_on_path
-from .execute import Executed, execute_submission, start_worker
+from .execute import Executed, execute_submission, start_fork_server, start_worker
 from .export import CSV_NAME, lateness, write_csv
 from .feedback import feedback_exporter, stale_feedback, write_feedback
 from .files import copy_atomically, write_atomically
@@ -42,6 +42,7 @@ from .pipeline import cell_timeout, course_config, gradebook_writers, run
 from .preflight import check_solution
 from .sandbox import NoSandboxError, unavailable
 from .submissions import Submission, find_submissions
+from .timings import Timings
 
 
 @dataclass
@@ -51,6 +52,7 @@ class Outcome:
     score: float | None = None
     max_score: float | None = None
     notes: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)   # the worker's seconds per step (grader.timings)
 
 
 @dataclass
@@ -60,6 +62,7 @@ class Summary:
     csv: Path | None
     feedback: list[Path]
     seconds: float
+    timings: dict[str, float] = field(default_factory=dict)   # the parent's seconds per step (grader.timings)
 
     @property
     def errors(self) -> list[Outcome]:
@@ -187,7 +190,7 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
     The notebooks run in ``pool`` (a ``dask_grading.DaskPool``, say), by default in local processes.
     ``preflight``: first run each assignment's solution as a learner's notebook will be run, and
     raise ``preflight.SetupError`` before grading anyone when it does not score full marks."""
-    started = time.perf_counter()
+    started, timings = time.perf_counter(), Timings()
     confined = sandboxed(isolation)
     put_python_scripts_on_path()
     assignments = course.assignments()
@@ -199,21 +202,33 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
         partial.unlink()
     outcomes = [Outcome(s, "skipped") for s in submissions if not force and _is_done(course, s)]
     todo = [s for s in submissions if force or not _is_done(course, s)]
-    hashes, problems = _register(course, todo)
+    with timings.measure("register"):
+        hashes, problems = _register(course, todo)
     outcomes += [Outcome(s, "error", notes=[why]) for s, why in problems.items()]
     todo = [s for s in todo if s in hashes]
     hidden = (*hidden_paths(course), folder.resolve())       # what no kernel may see
     limit = timeout if timeout is not None else cell_timeout(course_config(_config_file(course)))
-    if preflight:           # a set-up that would grade everyone 0 stops here, before anyone is graded
-        caches = {a: check_solution(course, a, sandboxed=confined, hidden=list(hidden), timeout=limit, progress=progress)
-                  for a in sorted({s.assignment for s in todo})}
-    else:
-        caches = {a: warm_cache(course, a) for a in sorted({s.assignment for s in todo})} if confined else {}
-
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
-    bar = tqdm(total=len(todo), desc="autograde", unit="notebook", disable=not progress or not todo)
+    local = pool is None
     with pool or ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                      initializer=start_worker) as pool:
+        # the local workers start their fork servers while the preflight runs here (one core each)
+        servers = ([pool.submit(start_fork_server, hidden) for _ in range(workers)]
+                   if local and confined and todo else [])
+        with timings.measure("preflight"):
+            if preflight:           # a set-up that would grade everyone 0 stops here, before anyone is graded
+                try:
+                    caches = {a: check_solution(course, a, sandboxed=confined, hidden=list(hidden), timeout=limit,
+                                                progress=progress)
+                              for a in sorted({s.assignment for s in todo})}
+                except BaseException:
+                    for server in servers:
+                        server.cancel()
+                    raise
+            else:
+                caches = {a: warm_cache(course, a) for a in sorted({s.assignment for s in todo})} if confined else {}
+        grading = time.perf_counter()
+        bar = tqdm(total=len(todo), desc="autograde", unit="notebook", disable=not progress or not todo)
         futures = {pool.submit(execute_submission, course.submitted(s.learner, s.assignment),
                                course.autograded(s.learner, s.assignment).parent, course.db_url,
                                s.learner, s.assignment, timeout, _config_file(course), confined, hidden,
@@ -234,10 +249,12 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
                                      "previous submission")
                     outcomes.append(Outcome(submission, "error", notes=notes))
                 else:
-                    score, max_score, penalty = _save(course, executed)
-                    _mark_done(course, submission, hashes[submission])
+                    with timings.measure("save"):
+                        score, max_score, penalty = _save(course, executed)
+                        _mark_done(course, submission, hashes[submission])
                     late = [f"handed in late: {penalty:g} points off"] if penalty else []
-                    outcomes.append(Outcome(submission, "graded", score, max_score, executed.notes + late))
+                    outcomes.append(Outcome(submission, "graded", score, max_score, executed.notes + late,
+                                            executed.timings))
                 bar.update(1)
                 bar.set_postfix_str(f"{submission.learner}/{submission.assignment}")
         except KeyboardInterrupt:
@@ -248,6 +265,10 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
         finally:
             bar.close()
 
+    timings.add("grading", time.perf_counter() - grading)
+    started_servers = [f.result() for f in servers if f.done() and not f.cancelled() and f.exception() is None]
+    if started_servers:         # concurrent with the preflight: the longest
+        timings.add("fork server start", max(started_servers))
     csv_written = write_csv(course, csv_path or course.root / CSV_NAME)
     written = []
     if feedback:
@@ -255,7 +276,7 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
         written = [write_feedback(course, learner, assignment, exporter)
                    for learner, assignment in stale_feedback(course)]
     outcomes.sort(key=lambda o: (o.submission.learner, o.submission.assignment))
-    return Summary(outcomes, skipped_files, csv_written, written, time.perf_counter() - started)
+    return Summary(outcomes, skipped_files, csv_written, written, time.perf_counter() - started, dict(timings))
 
 
 def _late_text(late: dict[str, object]) -> str:

@@ -12,11 +12,13 @@ saying why it did not run (so it scores 0 too, instead of passing with no output
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import signal
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +33,7 @@ from .integrity_watch import IntegrityWatch, check_module
 from .kernel_cache import seed
 from .sandbox import Sandbox, claim_uid
 from .sandboxed_kernel import SandboxedKernelManager
+from .timings import FORKED_CPU, KERNEL_CPU, WORKER_CPU, Timings, cell_kind, cell_step, cpu_seconds
 
 
 def _error_output(ename: str, evalue: str) -> NotebookNode:
@@ -68,6 +71,7 @@ class GuardedExecute(Execute):
         self.fork = fork            # forked from the sandbox's fork server (kernel_forks), not started anew
         self.assignment = assignment  # when given, its grading code is verified after every cell
         self.integrity: IntegrityWatch | None = None
+        self.timings = Timings()    # where this notebook's time went (``grader.timings``)
 
     def reset_execution_trackers(self):
         """Also put back the settings this executor was made with (a --timeout): nbconvert's
@@ -81,8 +85,24 @@ class GuardedExecute(Execute):
         km.sandbox, km.fork = self.sandbox, self.fork
         return km
 
+    def start_new_kernel(self, **kwargs):
+        with self.timings.measure("kernel start"):
+            return super().start_new_kernel(**kwargs)
+
+    def start_new_kernel_client(self):
+        with self.timings.measure("kernel start"):
+            return super().start_new_kernel_client()
+
+    def _cleanup_kernel(self):
+        provisioner = self.km and self.km.provisioner
+        if provisioner is not None and provisioner.pid:     # a forked kernel's is no process's child's
+            forked = getattr(self.km, "server", None) is not None
+            self.timings.add(FORKED_CPU if forked else KERNEL_CPU, cpu_seconds(provisioner.pid))
+        with self.timings.measure("kernel shutdown"):
+            return super()._cleanup_kernel()
+
     def preprocess(self, nb, resources=None, km=None):
-        self.lost, self.integrity, self.hung = None, None, {}
+        self.lost, self.integrity, self.hung, self.timings = None, None, {}, Timings()
         try:
             return super().preprocess(nb, resources, km)
         except (DeadKernelError, CellTimeoutError, RuntimeError):
@@ -104,14 +124,18 @@ class GuardedExecute(Execute):
             return cell, resources
         self._running, self._timed_out = _cell_name(cell, index), False
         if self.assignment and self.integrity is None:
-            self.integrity = IntegrityWatch(self.kc, check_module(self.assignment))
-            self.integrity.before_first_cell()
+            with self.timings.measure("integrity check"):
+                self.integrity = IntegrityWatch(self.kc, check_module(self.assignment))
+                self.integrity.before_first_cell()
         try:
-            cell, resources = super().preprocess_cell(cell, resources, index)
+            graded = bool(cell.metadata.get("nbgrader", {}).get("grade"))
+            with self.timings.measure(cell_step(index, cell_kind(cell.source, graded))):
+                cell, resources = super().preprocess_cell(cell, resources, index)
             if self._timed_out and (function := _hung_function(cell)):
                 self.hung.setdefault(function, self._running)
             if self.integrity:
-                self.integrity.after_cell(cell, index, last=index == len(self.nb.cells) - 1)
+                with self.timings.measure("integrity check"):
+                    self.integrity.after_cell(cell, index, last=index == len(self.nb.cells) - 1)
             return cell, resources
         except DeadKernelError:
             self.lost = f"the kernel died in {_cell_name(cell, index)}"
@@ -155,6 +179,7 @@ class Executed:
     notebook_json: str = ""
     problem: str = ""                      # empty when the notebook was executed
     notes: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)    # seconds per step (``grader.timings``)
 
 
 def start_worker() -> None:
@@ -171,31 +196,75 @@ def execute_submission(submitted: Path, autograded_dir: Path, db_url: str, learn
     Runs in a worker process. ``sandboxed``: the kernel runs in a sandbox, which cannot see the
     ``hidden`` paths, and starts with a copy of ``kernel_cache`` (``kernel_cache.warm_cache``); it is
     forked from the worker's fork server there (``kernel_forks``) unless that is switched off."""
+    timings, cpu = Timings(), time.process_time()
+    with timings.measure("worker total"):
+        executed = _confined(submitted, autograded_dir, db_url, learner, assignment, timeout, config_file, sandboxed,
+                             hidden, kernel_cache, timings)
+    timings.add(WORKER_CPU, time.process_time() - cpu)
+    executed.timings = {**timings, **executed.timings}
+    return executed
+
+
+def _confined(submitted: Path, autograded_dir: Path, db_url: str, learner: str, assignment: str,
+              timeout: int | None, config_file: Path | None, sandboxed: bool, hidden: tuple[Path, ...],
+              kernel_cache: Path | None, timings: Timings) -> Executed:
     if not sandboxed:
         return _execute(submitted, autograded_dir, db_url, learner, assignment, timeout, config_file, None)
     if kernel_forks.enabled():      # a kernel forked from this worker's warm fork server, in its sandbox
-        with kernel_forks.sandbox_for_a_learner(list(hidden), claim_uid()) as sandbox:
-            _fill(sandbox, submitted, kernel_cache)
+        with contextlib.ExitStack() as stack:       # (its reset on exit counts in "worker total" only)
+            with timings.measure("sandbox reset"):
+                sandbox = stack.enter_context(kernel_forks.sandbox_for_a_learner(list(hidden), claim_uid()))
+            _fill(sandbox, submitted, kernel_cache, timings)
             return _execute(submitted, autograded_dir, db_url, learner, assignment, timeout, config_file, sandbox,
                             fork=True)
     folder = Path(tempfile.mkdtemp(prefix="tensorcraft-sandbox-"))
     folder.chmod(0o711)     # the sandbox's uid may pass through to its scratch folder, not list it
     try:
         sandbox = Sandbox(folder / "scratch", hidden=list(hidden), uid=claim_uid())
-        sandbox.end()                     # nothing left under this uid by a grader that was killed
-        _fill(sandbox, submitted, kernel_cache)
+        with timings.measure("sandbox reset"):
+            sandbox.end()                     # nothing left under this uid by a grader that was killed
+        _fill(sandbox, submitted, kernel_cache, timings)
         try:
             return _execute(submitted, autograded_dir, db_url, learner, assignment, timeout, config_file, sandbox)
         finally:
-            sandbox.end()
+            with timings.measure("sandbox reset"):
+                sandbox.end()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _fill(sandbox: Sandbox, submitted: Path, kernel_cache: Path | None) -> None:
+@contextlib.contextmanager
+def _grading_environment():
+    """``NBGRADER_EXECUTION=autograde`` while the body runs, as nbgrader sets it for the kernels it starts."""
+    previous = os.environ.get("NBGRADER_EXECUTION")
+    os.environ["NBGRADER_EXECUTION"] = "autograde"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("NBGRADER_EXECUTION", None)
+        else:
+            os.environ["NBGRADER_EXECUTION"] = previous
+
+
+def start_fork_server(hidden: tuple[Path, ...] = ()) -> float:
+    """A pool task for the time the parent runs its preflight: start this worker's fork server (the
+    one ``execute_submission`` will fork its kernels from, in the same sandbox and environment), so
+    that its first learner does not wait for it. Returns the seconds it took (0.0: one was running)."""
+    started = time.perf_counter()
+    if not kernel_forks.enabled() or kernel_forks.running() is not None:
+        return 0.0
+    with _grading_environment(), kernel_forks.sandbox_for_a_learner(list(hidden), claim_uid()) as sandbox:
+        sandbox.prepare()
+        kernel_forks.server_for(sandbox)
+    return time.perf_counter() - started
+
+
+def _fill(sandbox: Sandbox, submitted: Path, kernel_cache: Path | None, timings: Timings) -> None:
     """Make the scratch folder, with the kept compiled kernels and the learner's own copy (read-only)."""
     sandbox.prepare()
-    seed(kernel_cache, sandbox)
+    with timings.measure("kernel cache copy"):
+        seed(kernel_cache, sandbox)
     own_copy = sandbox.scratch / submitted.name
     shutil.copyfile(submitted, own_copy)
     own_copy.chmod(0o444)
@@ -212,24 +281,21 @@ def _execute(submitted: Path, autograded_dir: Path, db_url: str, learner: str, a
                               "db_url": db_url},
                  "metadata": {"path": str(cwd)}}
     autograded_dir.mkdir(parents=True, exist_ok=True)
+    sanitizing = Timings()
     try:
-        chains = pipeline.build_chains(pipeline.course_config(config_file), GuardedExecute,
-                                       sandbox=sandbox, assignment=assignment, fork=fork,
-                                       **({"timeout": timeout} if timeout is not None else {}))
-        notebook, resources = pipeline.run(chains.sanitize, notebook, resources)
-        previous = os.environ.get("NBGRADER_EXECUTION")
-        os.environ["NBGRADER_EXECUTION"] = "autograde"
-        try:
+        with sanitizing.measure("sanitize"):
+            chains = pipeline.build_chains(pipeline.course_config(config_file), GuardedExecute,
+                                           sandbox=sandbox, assignment=assignment, fork=fork,
+                                           **({"timeout": timeout} if timeout is not None else {}))
+            notebook, resources = pipeline.run(chains.sanitize, notebook, resources)
+        with _grading_environment():
             notebook, resources = pipeline.run(chains.autograde, notebook, resources)
-        finally:
-            if previous is None:
-                os.environ.pop("NBGRADER_EXECUTION", None)
-            else:
-                os.environ["NBGRADER_EXECUTION"] = previous
     except Exception as error:
         return Executed(learner, assignment, problem=f"could not grade {submitted}: {type(error).__name__}: {error}")
-    notes = []
+    notes, timings = [], sanitizing
     for executor in (step for step in chains.autograde if isinstance(step, GuardedExecute)):
         integrity = executor.integrity
         notes += [n for n in (executor.lost, integrity and (integrity.modified or integrity.problem)) if n]
-    return Executed(learner, assignment, nbformat.writes(notebook), notes=notes)
+        for step, seconds in executor.timings.items():
+            timings.add(step, seconds)
+    return Executed(learner, assignment, nbformat.writes(notebook), notes=notes, timings=dict(timings))

@@ -24,7 +24,20 @@ server: System V IPC objects of its IPC namespace, which no grading code looks a
 for a notebook: the preloaded modules are imported before its first cell, so an environment
 variable a library reads when it is loaded (``OMP_NUM_THREADS`` for torch) is read already, as in
 a notebook that imported torch in an earlier cell; ``torch.set_num_threads`` works as ever.
-``torch._dynamo`` is not preloaded: it imports Triton, which must see ``TRITON_INTERPRET`` set first.
+
+The compiler notebooks (07-11) spend most of a fresh kernel's time importing ``torch._dynamo`` and
+what its first compile loads (AOTAutograd, sympy, networkx...): seconds per learner, on every
+learner, and so does notebook 00 (its checks' operation watch loads much of the same). The server
+pays it once: it imports them and the course's checks, then compiles a tiny
+function with the ``eager`` and ``aot_eager`` backends and resets Dynamo (:func:`_warm_up`), so
+that a kernel finds Dynamo as a notebook finds it after its first ``torch.compile``, with empty
+caches. Dynamo imports Triton, whose library functions are made for its CPU interpreter only if
+``TRITON_INTERPRET`` is set when it is imported; notebook 10 sets it in its first cell where there
+is no GPU, too late for a server's Triton. So where there is no GPU the server imports Triton with
+it set, then removes it from its environment again: a kernel's environment is as before, and a
+notebook that sets the variable gets a working interpreter (Triton reads it at each kernel
+definition). With a GPU, nothing is set. Every kernel reseeds torch's and numpy's random generators
+(a fresh interpreter draws a random seed for torch; a fork would share the server's).
 
 Run as ``python -m grader.kernel_forks``, this module is the server; the rest is the worker's side.
 """
@@ -54,6 +67,8 @@ SWITCH = "TENSORCRAFT_FORK_KERNELS"     # "off": one sandbox per kernel, no fork
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"    # what ipykernel sets for matplotlib
 PRELOADED = ("ipykernel.kernelapp", "ipykernel.ipkernel", "matplotlib_inline.backend_inline", "torch", "numpy",
              "einops", "matplotlib.pyplot", "nbformat", "nbgrader.utils", "tensorcraft", "grader.checks")
+COMPILER = ("torch._dynamo", "torch.fx", "torch._functorch.aot_autograd")  # after _triton_for_the_interpreter
+TRITON_INTERPRET = "TRITON_INTERPRET"
 START_TIMEOUT = 120.0       # seconds for the server's imports, on a loaded machine
 REPLY_TIMEOUT = 30.0
 PR_SET_DUMPABLE = 4
@@ -62,8 +77,9 @@ PR_SET_DUMPABLE = 4
 # ------------------------------------------------------------------ inside the sandbox: the server
 
 def serve() -> None:
-    """Import what kernels use, say ``ready``, then fork a kernel for each request read on stdin
-    (one JSON line: its command line) and answer with its pid. Ends when stdin closes."""
+    """Import what kernels use (Dynamo and the checks too, warmed up), say ``ready``, then fork a
+    kernel for each request read on stdin (one JSON line: its command line) and answer with its pid.
+    Ends when stdin closes."""
     for name in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(name, signal.SIG_IGN)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)      # the system reaps the kernels: no zombies
@@ -75,6 +91,12 @@ def serve() -> None:
     for module in PRELOADED:
         with contextlib.suppress(Exception):
             importlib.import_module(module)
+    with _triton_for_the_interpreter():
+        for module in COMPILER + _check_modules():
+            with contextlib.suppress(Exception):
+                importlib.import_module(module)
+        with contextlib.suppress(Exception):
+            _warm_up()
     sys.path[:] = path                      # some add to it (setuptools' vendored packages)
     control_in, control_out = sys.stdin.buffer, sys.stdout.buffer
     _answer(control_out, {"ready": True})
@@ -89,6 +111,48 @@ def serve() -> None:
         if pid == 0:
             _become_kernel(argv[3:])
         _answer(control_out, {"pid": pid})
+
+
+def _check_modules() -> tuple[str, ...]:
+    """The course's check modules (``grader.checks.nbNN_name``), which notebooks import in their first cell."""
+    import pkgutil
+
+    import grader.checks
+    return tuple(f"grader.checks.{m.name}" for m in pkgutil.iter_modules(grader.checks.__path__)
+                 if re.fullmatch(r"nb\d\d_\w+", m.name))
+
+
+@contextlib.contextmanager
+def _triton_for_the_interpreter() -> Iterator[None]:
+    """Where there is no GPU (and the variable is not set already): ``TRITON_INTERPRET=1`` while
+    the body imports Triton, removed afterwards (see the module's docstring)."""
+    import torch
+    setting = TRITON_INTERPRET not in os.environ and not torch.cuda.is_available()
+    if setting:
+        os.environ[TRITON_INTERPRET] = "1"
+    try:
+        yield
+    finally:
+        if setting:
+            del os.environ[TRITON_INTERPRET]
+
+
+def _warm_up() -> None:
+    """Compile a tiny function as the notebooks do (``eager``, ``aot_eager``), then reset Dynamo: what a
+    first compile loads is loaded, and no kernel inherits a compiled function, a counter or a random draw."""
+    import torch
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    state = torch.random.get_rng_state()
+    try:
+        for backend in ("eager", "aot_eager"):
+            torch.compile(lambda x: torch.relu(x) * 2 + 1, backend=backend)(torch.ones(4))
+            torch._dynamo.reset()
+    finally:
+        torch._dynamo.reset()
+        counters.clear()
+        torch.random.set_rng_state(state)
 
 
 def _answer(stream, message: dict) -> None:
@@ -157,6 +221,8 @@ def _become_kernel(arguments: list[str]) -> None:
         _set_dumpable(True)             # the kernel's own processes may inspect each other again
         if "numpy.random" in sys.modules:
             sys.modules["numpy"].random.seed()     # not the server's random state (Python's reseeds itself)
+        if "torch" in sys.modules:
+            sys.modules["torch"].seed()            # a random seed, as a fresh interpreter's torch draws
         import ipykernel
         sys.argv = [str(Path(ipykernel.__file__).parent.parent / "ipykernel_launcher.py"), *arguments]
         from ipykernel.kernelapp import launch_new_instance

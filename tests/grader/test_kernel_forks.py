@@ -99,10 +99,22 @@ def test_a_forked_kernel_runs_as_a_kernel_started_on_its_own_would():
 
 
 def test_two_forked_kernels_draw_different_random_numbers():
-    source = "import random, numpy\nprint(random.random(), numpy.random.rand())"
+    source = "import random, numpy, torch\nprint(random.random(), numpy.random.rand(), torch.rand(1).item())"
     (first,), _ = _run([source], fork=True)
     (second,), _ = _run([source], fork=True)
     assert first[0] != second[0]
+    assert [first[0].split()[i] != second[0].split()[i] for i in range(3)] == [True] * 3
+
+
+def test_a_forked_kernel_finds_dynamo_loaded_and_nothing_left_of_the_servers_warm_up():
+    """The server imported torch._dynamo and compiled once (grader.kernel_forks._warm_up): a kernel
+    finds it loaded, with no counter, compiled function or TRITON_INTERPRET of the server's."""
+    source = ("import json, os, sys\nloaded = 'torch._dynamo' in sys.modules\n"
+              "import torch._dynamo\nfrom torch._dynamo.utils import counters\n"
+              "print(json.dumps({'loaded': loaded, 'interpret': os.environ.get('TRITON_INTERPRET'),"
+              " 'counters': {k: dict(v) for k, v in counters.items() if v}}))")
+    (forked,), _ = _run([source], fork=True)
+    assert forked == {"loaded": True, "interpret": os.environ.get("TRITON_INTERPRET"), "counters": {}}
 
 
 def test_learners_who_share_a_server_cannot_reach_each_other_or_the_server():
