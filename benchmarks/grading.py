@@ -1,4 +1,5 @@
-"""`python -m benchmarks grading [--learners N] [--workers W] [--unsafe] [--dask [ADDRESS]] [--assignment A | --all] [--profile]`: grade a class, ours against nbgrader.
+"""`python -m benchmarks grading [--learners N] [--workers W] [--unsafe] [--dask [ADDRESS]] [--assignment A | --all] [--profile]`:
+grade a class, ours against nbgrader.
 
 A class of N submissions of notebook 00 (half correct, a quarter with a wrong answer, a quarter
 untouched; of another notebook with ``--assignment``: its solution, or its release untouched) is

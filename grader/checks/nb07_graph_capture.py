@@ -327,7 +327,8 @@ CAPTURE = Exercise(
     hidden=_capture_hidden,
     hint="the result is (op sequence, module tensors read, compiled result on x, replayed result on a second "
          "input): record every call the mode sees with builder.call, bind each tensor it returns to the node "
-         "it got back (and args[0] to `updated` after an in-place call), and map a tensor you have not seen to a param node (a module tensor) or a constant",
+         "it got back (and args[0] to `updated` after an in-place call), and map a tensor you have not seen "
+         "to a param node (a module tensor) or a constant",
     forbidden=("tensorcraft.compiler.capture.capture.library", "tensorcraft.compiler.capture.capture",
                "tensorcraft.compiler.capture._Recorder", "tensorcraft.compiler.dynamo_backend.graph_from_fx.library",
                "tensorcraft.compiler.dynamo_backend.graph_from_fx",

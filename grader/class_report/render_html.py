@@ -11,7 +11,8 @@ from pathlib import Path
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
 h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; } h3 { margin-bottom: .3em; }
-table { border-collapse: collapse; margin: .5em 0 1em; } td, th { padding: 3px 8px; border-bottom: 1px solid #eee; text-align: left; vertical-align: top; }
+table { border-collapse: collapse; margin: .5em 0 1em; }
+td, th { padding: 3px 8px; border-bottom: 1px solid #eee; text-align: left; vertical-align: top; }
 th { background: #f4f4f4; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
 .review { background: #fde2e1; color: #a40000; padding: 0 .4em; border-radius: 3px; font-weight: 600; }
 .help { background: #fff4d6; } .muted { color: #777; } pre { margin: 0; white-space: pre-wrap; font: 12px/1.35 monospace; }

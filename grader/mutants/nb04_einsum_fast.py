@@ -194,7 +194,7 @@ def path_flops_returns_a_float(inputs, output, sizes, path):
         "any other remaining operand has it; you compared with the output alone")
 def path_flops_removed_by_output_only(inputs, output, sizes, path):
     total = 0
-    for touched, result, k in _walk(inputs, output, path):
+    for touched, _result, k in _walk(inputs, output, path):
         total += math.prod(sizes[l] for l in touched) * (max(1, k - 1) + (1 if touched - set(output) else 0))
     return total
 

@@ -138,7 +138,8 @@ patched(FOLD, "fold_ignores_frozen", fold_constants, ('elif node.kind == "param"
         hint="with gradients the parameters are what training changes and what the gradient flows to: "
         "they are constants only in a frozen graph (graph.frozen: eval mode, no gradients)")
 
-patched(FOLD, "fold_no_chains", fold_constants, ("known[folded] = value", "pass"), hint="a folded value is a constant too: put it in your dict of known values, so that the calls "
+patched(FOLD, "fold_no_chains", fold_constants, ("known[folded] = value", "pass"),
+        hint="a folded value is a constant too: put it in your dict of known values, so that the calls "
         "reading it fold as well (p * 2 + arange(6) is two folds, one after the other)")
 
 patched(FOLD, "fold_returned_values", fold_constants, ("returned = returned_storages(graph)", "returned = set()"),
@@ -153,7 +154,8 @@ patched(FOLD, "fold_only_constant_nodes", fold_constants, ('elif node.kind == "p
 patched(FOLD, "fold_bakes_parameters_unguarded", fold_constants, ("graph.param_value(i)  # its value is baked in now", "pass"),
         hint="read a parameter's value with graph.param_value(node), not node.attrs['value']: param_value "
         "records it in graph.baked, and the guards then compare its values at every call and "
-        "recompile after a change (p.data.mul_(...) leaves the version counter as it was); without it the compiled code keeps computing with the old values")
+        "recompile after a change (p.data.mul_(...) leaves the version counter as it was); without it the "
+        "compiled code keeps computing with the old values")
 
 patched(FOLD, "fold_when_any_input_is_known", fold_constants,
         ("all(i in known for i in node.inputs)", "any(i in known for i in node.inputs)"),

@@ -8,7 +8,6 @@ edited source, so no subclass of it) and each merge_views mutant a patch of the 
 """
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 import tensorcraft as tc
 from tensorcraft.compiler.examples import TransformerBlock

@@ -67,7 +67,7 @@ def test_renamed_variables_comments_and_blank_lines_change_no_token():
 
 def test_token_offsets_point_into_the_text_and_unparsable_text_is_still_tokenized():
     text = "x = foo(1)\nif x:\n    y = 'abc'\n"
-    for word, start, end in similarity.tokens(text):
+    for _word, start, end in similarity.tokens(text):
         assert text[start:end] in ("x", "=", "foo", "(", "1", ")", "if", ":", "y", "'abc'")
     broken = "s = 'unterminated\nreturn s +"
     assert _words(broken)[:2] == ["V", "="]

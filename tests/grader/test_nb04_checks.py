@@ -10,7 +10,6 @@ from solution_cells import solution
 from grader.checks import nb04_einsum_fast as nb04
 from grader.mutants import mutants_for
 from tensorcraft.einstein.lower import contract_pair
-from tensorcraft.einstein.path import greedy_path, path_flops
 
 
 

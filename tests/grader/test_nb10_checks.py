@@ -125,6 +125,6 @@ def test_a_wrapper_that_looks_kernels_up_by_name_is_told_they_are_keyed_by_node(
         for node in graph.nodes:
             if node.kind == "kernel":
                 kernels[node.target.name]  # the kernel's name: kernels is keyed by its node
-        return _generate_wrapper(graph, plan, kernels, name)
+        return WRAPPER_ANSWER(graph, plan, kernels, name)
     report = WRAPPER.run(by_name)
     assert report.failed and "keyed by the kernel node" in report.failed[0].hint, report.failed[0].hint

@@ -82,7 +82,7 @@ def dot_layout(graph: Graph) -> Layout:
     for e in drawn.get("edges", []):
         spline = e["pos"].split()
         tip = _points(spline[0][2:])[0] if spline[0].startswith("e,") else None
-        line = _points(" ".join(p for p in spline if not p[:2] in ("e,", "s,")))
+        line = _points(" ".join(p for p in spline if p[:2] not in ("e,", "s,")))
         result.edges.append((nodes[e["tail"]], nodes[e["head"]], line, tip or line[-1]))
     return result
 
@@ -183,7 +183,7 @@ def draw_graph(graph: Graph, ax: Any = None, title: str | None = None) -> Any:
     ax.set_aspect("equal", adjustable="box")
     ax.axis("off")
     scale = _axes_scale(ax, (width + 2 * margin, height + 2 * margin))
-    for source, reader, line, tip in placed.edges:
+    for _source, _reader, line, tip in placed.edges:
         _draw_edge(ax, line, tip, scale)
     for node in graph.nodes:
         x, y = placed.centres[node]

@@ -16,9 +16,7 @@ swapped: ``storage_lifetimes`` (liveness) and ``plan_memory`` (slots); ``frees_a
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-import torch
+from dataclasses import dataclass
 
 from ...stages import swappable
 from ..ir import Graph, Node
