@@ -9,6 +9,7 @@ from grader.checks.compare import mismatch
 from grader.checks.nb07_graph_capture import EXERCISES, dynamo_breaks, fx_truth
 from grader.mutants import mutants_for
 from grader.mutants import nb07_graph_capture as wrong
+from solution_cells import solution
 from tensorcraft.compiler.capture import capture as library_capture
 from tensorcraft.compiler.guards import check_input as library_check_input
 from tensorcraft.compiler.opnames import refusal as library_refusal
@@ -18,17 +19,10 @@ LIBRARY = {"capture": library_capture.library, "input_guard": library_check_inpu
            "refusal": library_refusal.library}
 
 
-def tracer(fn, args=(), kwargs=None, module=None):
-    """An independent correct capture: the mutants' tracer without a mistake switched on."""
-    return wrong._capture(wrong._Tracer, fn, args, kwargs, module)
-
-
-def guard(name, value, remembered):
-    return wrong._guard(name, value, remembered)
-
-
-def refusal(op, args, kwargs):
-    return wrong._refusal(op, args, kwargs)
+# Correct answers: the solution notebook's own cells (the one copy of each answer).
+tracer = solution("07_graph_capture", "capture")
+guard = solution("07_graph_capture", "input_guard")
+refusal = solution("07_graph_capture", "refusal")
 
 
 @pytest.mark.parametrize("name", ["capture", "input_guard", "refusal"])
