@@ -77,7 +77,7 @@ class PatchError(ValueError):
 @dataclass(frozen=True)
 class Edit:
     """Replace ``old`` (which must occur exactly once) by ``new`` in the source of ``within`` (the
-    reference itself when None, else a helper function of the reference's module that it calls)."""
+    reference itself when None, else a helper function or class of the reference's module that it uses)."""
     old: str
     new: str
     within: Callable[..., Any] | None = None
@@ -87,7 +87,8 @@ class Patched:
     """A known-wrong answer made from the library's own source with small edits, as mutation-testing
     tools make theirs: the library is the one copy of the right answer, and a mutant holds only the
     mistake. Built when its module is imported (outside any check): the reference and every plain
-    function of its module that it calls, directly or not, are read with ``inspect.getsource``,
+    function of its module that it calls, directly or not (and a class of the module it uses, when an
+    edit is within it), are read with ``inspect.getsource``,
     edited, stripped of decorators (a stage's ``@swappable``), compiled and run in a copy of the
     module's namespace, so that the mutant runs on its own copies of the helpers (not the tripwires a
     check sets on their names, nor the originals, which an edited helper must replace) and the module
@@ -132,6 +133,8 @@ class Patched:
                                  f"that {self.reference.__qualname__} calls")
             edits[within].append(edit)
         for fn, own in edits.items():
+            if isinstance(fn, type) and not own and fn is not self.reference:
+                continue  # a class is the module's own unless edited (a dataclass the check tests with isinstance)
             source = textwrap.dedent(inspect.getsource(fn))
             edited = source
             for edit in own:
@@ -158,9 +161,11 @@ class Patched:
 
 
 def _called_functions(fn: Callable[..., Any], module: Any) -> list[Callable[..., Any]]:
-    """``fn`` (a function, or a class: its methods) and every plain function of ``module`` it calls, directly or through another (by the global
-    names their code uses). A stage's wrapper is no plain function of the module: calls through it
-    still reach the pipeline's stage (a substitute, when one is in force)."""
+    """``fn`` (a function, or a class: its methods) and every plain function and class of ``module`` it
+    uses, directly or through another (by the global names their code uses). A stage's wrapper is no
+    plain function of the module: calls through it still reach the pipeline's stage (a substitute,
+    when one is in force). A class is recompiled only when an edit is within it (or it is the
+    reference): an edit of a function that only an unedited class calls changes nothing."""
     found: list[Callable[..., Any]] = []
     todo = [fn]
     while todo:
@@ -176,7 +181,8 @@ def _called_functions(fn: Callable[..., Any], module: Any) -> list[Callable[...,
             for name in code.co_names:
                 value = vars(module).get(name)
                 if (isinstance(value, types.FunctionType) and value.__module__ == module.__name__
-                        and not hasattr(value, "stage_name") and value.__closure__ is None):
+                        and not hasattr(value, "stage_name") and value.__closure__ is None) or \
+                        (isinstance(value, type) and value.__module__ == module.__name__):
                     todo.append(value)
     return found
 

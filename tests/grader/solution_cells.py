@@ -25,13 +25,22 @@ def _cells(assignment: str) -> tuple[tuple[str, str], ...]:
                  for i, m in enumerate(heads))
 
 
-def solution(assignment: str, name: str) -> Callable[..., Any]:
-    """The function ``name`` as the solution cell of ``assignment`` defines it, in a namespace of its own."""
+def solution(assignment: str, name: str, edits: tuple[tuple[str, str], ...] = ()) -> Callable[..., Any]:
+    """The function ``name`` as the solution cell of ``assignment`` defines it, in a namespace of its own.
+    ``edits``: (old, new) replacements in that cell (each old text there exactly once): a learner's
+    mistake written into the solution, for a test that the check names it."""
     cells = _cells(assignment)
     defining = [source for head, source in cells if '"solution": true' in head
                 and re.search(rf"^def {re.escape(name)}\(", source, re.M)]
     if len(defining) != 1:
         raise LookupError(f"solutions/{assignment}.py: {len(defining)} solution cells define {name}")
+    if edits:
+        mistaken = defining[0]
+        for old, new in edits:
+            if mistaken.count(old) != 1:
+                raise LookupError(f"solutions/{assignment}.py: {old!r} is not in the cell of {name} exactly once")
+            mistaken = mistaken.replace(old, new)
+        cells = tuple((head, mistaken if source is defining[0] else source) for head, source in cells)
     namespace: dict[str, Any] = {"__name__": f"solution_{assignment}"}
     for head, source in cells:
         if "[markdown]" in head or '"grade": true' in head:

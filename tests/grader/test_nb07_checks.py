@@ -8,7 +8,6 @@ import tensorcraft
 from grader.checks.compare import mismatch
 from grader.checks.nb07_graph_capture import EXERCISES, dynamo_breaks, fx_truth
 from grader.mutants import mutants_for
-from grader.mutants import nb07_graph_capture as wrong
 from solution_cells import solution
 from tensorcraft.compiler.capture import capture as library_capture
 from tensorcraft.compiler.guards import check_input as library_check_input
@@ -17,6 +16,11 @@ from tensorcraft.compiler.opnames import refusal as library_refusal
 CAPTURE, INPUT_GUARD, REFUSAL = EXERCISES["capture"], EXERCISES["input_guard"], EXERCISES["refusal"]
 LIBRARY = {"capture": library_capture.library, "input_guard": library_check_input.library,
            "refusal": library_refusal.library}
+
+
+def wrong(exercise, name):
+    """The registered mutant ``name`` of ``exercise`` (a patch of the library's stage)."""
+    return next(m.fn for m in mutants_for(exercise.id) if m.name == name)
 
 
 # Correct answers: the solution notebook's own cells (the one copy of each answer).
@@ -72,13 +76,13 @@ def test_each_stage_is_called_by_the_pipeline():
 
 
 def test_a_guard_that_ignores_the_dtype_is_named_by_its_hint():
-    report = INPUT_GUARD.run(wrong.guard_ignores_dtype)
+    report = INPUT_GUARD.run(wrong(INPUT_GUARD, "guard_ignores_dtype"))
     failed = [o for o in report.failed if o.title == "tensor changes that must recompile"]
     assert failed and "compare the dtype too" in failed[0].hint
 
 
 def test_a_tracer_that_skips_inplace_calls_is_named_by_its_hint():
-    report = CAPTURE.run(wrong.capture_skips_inplace_calls)
+    report = CAPTURE.run(wrong(CAPTURE, "capture_skips_inplace_calls"))
     failed = [o for o in report.failed if o.title.startswith("in-place updates")]
     assert failed and "in-place call" in failed[0].hint
 
@@ -113,7 +117,7 @@ def test_a_guard_substitute_keeps_tensorcraft_compiling_once_per_kind():
 
 def test_a_guard_that_compares_contiguity_only_is_named_by_its_hint():
     """A transposed input and a broadcast view are both non-contiguous: Dynamo recompiles, so must the guard."""
-    report = INPUT_GUARD.run(wrong.guard_compares_contiguity_only)
+    report = INPUT_GUARD.run(wrong(INPUT_GUARD, "guard_compares_contiguity_only"))
     failed = [o for o in report.failed if o.title == "tensor changes that must recompile"]
     assert failed and "not value.is_contiguous()" in failed[0].hint
 
@@ -121,7 +125,7 @@ def test_a_guard_that_compares_contiguity_only_is_named_by_its_hint():
 @pytest.mark.parametrize("mistake", ["refusal_misses_masks_inside_a_tuple", "refusal_refuses_every_tensor_index"])
 def test_index_refusal_mistakes_are_named_by_their_hints(mistake):
     """x[:, mask] must be refused and x[int_tensor] recorded, as Dynamo does."""
-    fn = getattr(wrong, mistake)
+    fn = wrong(REFUSAL, mistake)
     report = REFUSAL.run(fn)
     hint = next(m.hint for m in mutants_for(REFUSAL.id) if m.name == mistake)
     assert report.failed and any(o.hint == hint for o in report.failed)
@@ -133,3 +137,17 @@ def test_public_cases_reject_every_mutant_and_show_it_its_own_hint(exercise):
     marked hidden-only), and one mistake gets one diagnosis (its own hint, on its first failing group)."""
     from mutant_rules import problems
     assert problems(EXERCISES[exercise]) == []
+
+
+@pytest.mark.parametrize("exercise, name, edits, mistake", [
+    (CAPTURE, "capture", (("if id(tensor) in self.names:", "if False:"),), "capture_bakes_parameters_in"),
+    (INPUT_GUARD, "input_guard", (("if is_now != was:", 'if field != "dtype" and is_now != was:'),),
+     "guard_ignores_dtype"),
+    (REFUSAL, "refusal", (('if op == "getitem" and len(args) > 1:', "if False:"),), "refusal_misses_boolean_masks"),
+])
+def test_a_mistake_written_into_the_solution_cell_is_named_by_its_mutants_hint(exercise, name, edits, mistake):
+    """The mutants are patches of the library's stages, the learner writes the notebook's: the same
+    mistake made in the solution cell still gets that mutant's hint."""
+    report = exercise.run(solution("07_graph_capture", name, edits))
+    hint = next(m.hint for m in mutants_for(exercise.id) if m.name == mistake)
+    assert report.failed and report.failed[0].hint == hint

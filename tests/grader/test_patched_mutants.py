@@ -101,3 +101,21 @@ def test_a_patch_without_edits_is_refused():
 def test_a_helper_the_reference_does_not_call_cannot_be_edited():
     wrong = patched(FAKE, "elsewhere", storage_lifetimes, (memory_plan.allocates, "node.nbytes > 0", "True"), hint="x")
     assert "that storage_lifetimes calls" in wrong.problem
+
+
+def test_a_patch_may_edit_a_class_the_reference_uses_and_leaves_unedited_classes_as_they_are():
+    """capture's recorder is a class of capture's module: edited, it is recompiled in the mutant's own
+    namespace; the module's class, and the unedited dataclass capture returns, stay the module's own."""
+    from tensorcraft.compiler import capture as capture_module
+    recorder_code = capture_module._Recorder.node_for.__code__
+    wrong = patched(FAKE, "bakes_parameters", capture_module.capture,
+                    (capture_module._Recorder, "qual = self.module_names.get(id(tensor))", "qual = None"), hint="params")
+    assert wrong.problem is None
+    layer = torch.nn.Linear(3, 2)
+    x = torch.randn(4, 3)
+    with torch.no_grad():   # a constant that requires grad is refused: the check captures without gradients
+        right, theirs = capture_module.capture(layer, (x,), module=layer), wrong(layer, (x,), module=layer)
+    assert isinstance(theirs, capture_module.Captured)
+    assert [n.kind for n in right.graph.nodes].count("param") == 2
+    assert [n.kind for n in theirs.graph.nodes].count("param") == 0 and len(theirs.constants) == 2
+    assert capture_module._Recorder.node_for.__code__ is recorder_code
