@@ -5,7 +5,7 @@ import torch
 
 import tensorcraft
 from grader.checks.nb10_code_generation import EXERCISES, NanFirst, free_problems, slot_problems
-from grader.mutants.nb10_code_generation import wrapper_ignores_the_slots
+from grader.mutants import mutants_for
 from solution_cells import solution
 from tensorcraft.compiler.codegen import c as c_backend
 from tensorcraft.compiler.codegen import python as python_backend
@@ -108,6 +108,7 @@ def test_nan_first_fills_outputs_before_the_kernel_runs():
 
 def test_a_wrapper_that_ignores_the_memory_plans_slots_is_rejected():
     """Fresh torch.empty for a planned value computes the right numbers but throws the reuse away."""
+    wrapper_ignores_the_slots = next(m.fn for m in mutants_for(WRAPPER.id) if m.name == "wrapper_ignores_the_slots")
     report = WRAPPER.run(wrapper_ignores_the_slots)
     assert report.failed and any("is not a view of _slot" in o.detail for o in report.failed)
 
@@ -128,3 +129,18 @@ def test_a_wrapper_that_looks_kernels_up_by_name_is_told_they_are_keyed_by_node(
         return WRAPPER_ANSWER(graph, plan, kernels, name)
     report = WRAPPER.run(by_name)
     assert report.failed and "keyed by the kernel node" in report.failed[0].hint, report.failed[0].hint
+
+
+@pytest.mark.parametrize("exercise, name, edits, mistake", [
+    (PYTHON, "python_source", (('lines.append(f"    {o.name}.copy_({value})")', 'lines.append(f"    {o.name} = {value}")'),),
+     "python_rebinds_outputs"),
+    (C, "c_source", (("i{d} < {n}; i{d}++", "i{d} < {n} - 1; i{d}++"),), "c_loop_bound_off_by_one"),
+    (WRAPPER, "generate_wrapper", (("        if dead:", "        if False:"),), "wrapper_never_frees"),
+])
+def test_a_mistake_written_into_the_solution_cell_is_named_by_its_mutants_hint(exercise, name, edits, mistake):
+    """The mutants are patches of the library's stages (its C printer collapses loops the notebook's
+    does not), the learner writes the notebook's: the same mistake made in the solution cell still gets
+    that mutant's hint."""
+    report = exercise.run(solution("10_code_generation", name, edits))
+    hint = next(m.hint for m in mutants_for(exercise.id) if m.name == mistake)
+    assert report.failed and report.failed[0].hint == hint
