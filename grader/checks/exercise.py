@@ -79,9 +79,16 @@ def one_line(error: BaseException) -> BaseException:
     return error
 
 
+COMPILER_ERROR = re.compile(r":\d+:\d+: error: (.*)")
+
+
 def _same_words(one: str, other: str) -> bool:
     """Two error messages that differ at most in the names of temporary folders (a compiler's message
-    names the file it compiled) say the same thing."""
+    names the file it compiled) say the same thing; so do two C compilers' reports with the same errors
+    at other places of other sources (``'inff' undeclared``: the same mistake, printed by two printers)."""
+    errors = set(COMPILER_ERROR.findall(one)), set(COMPILER_ERROR.findall(other))
+    if errors[0] and errors[1]:
+        return errors[0] == errors[1]
     return TEMPORARY.sub("tmp", one) == TEMPORARY.sub("tmp", other)
 
 

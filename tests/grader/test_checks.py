@@ -496,3 +496,13 @@ def test_dicts_compare_as_python_compares_them_whatever_the_key_order():
     assert "keys ['a', 'b']" in mismatch({"a": 1, "b": 2}, {"a": 1})
     assert mismatch({"a": 1, "b": 2}, {"b": 3, "a": 1}).startswith("result['b']:")
     assert mismatch((1, [2, 3]), (1, [2, 4])) == "result[1][1]: expected 3, got 4"   # where a learner would index
+
+
+def test_two_compiler_reports_with_the_same_errors_at_other_places_say_the_same_thing():
+    """A learner's C and a mutant's are printed differently: the same mistake is the same errors, at any line."""
+    from grader.checks.exercise import _same_words
+    ours = "generated C did not compile (/c/tmpab12cd34/k.c):\nk.c:35:23: error: 'inff' undeclared\n   35 | x = inff;"
+    theirs = "generated C did not compile (/c/tmpzz99yy88/k.c):\nk.c:12:9: error: 'inff' undeclared\n   12 | v = inff;"
+    other = "generated C did not compile (/c/tmpzz99yy88/k.c):\nk.c:12:9: error: 'v_v9' undeclared\n   12 | v = v_v9;"
+    assert _same_words(ours, theirs) and not _same_words(ours, other)
+    assert _same_words("no such file tmpab12cd34", "no such file tmpzz99yy88") and not _same_words("a", "b")

@@ -135,6 +135,8 @@ def test_a_wrapper_that_looks_kernels_up_by_name_is_told_they_are_keyed_by_node(
     (PYTHON, "python_source", (('lines.append(f"    {o.name}.copy_({value})")', 'lines.append(f"    {o.name} = {value}")'),),
      "python_rebinds_outputs"),
     (C, "c_source", (("i{d} < {n}; i{d}++", "i{d} < {n} - 1; i{d}++"),), "c_loop_bound_off_by_one"),
+    (C, "c_source", (("value = c_float(s.args[0], dtype)", "value = f\"{s.args[0]!r}{'f' if dtype == torch.float32 else ''}\""),),
+     "c_repr_constants"),   # a compile error, named by the compiler's errors wherever they are in the source
     (WRAPPER, "generate_wrapper", (("        if dead:", "        if False:"),), "wrapper_never_frees"),
 ])
 def test_a_mistake_written_into_the_solution_cell_is_named_by_its_mutants_hint(exercise, name, edits, mistake):
