@@ -11,7 +11,8 @@ from grader.checks import nb01_einsum_notation as nb01
 from grader.checks.report import PASS
 from grader.mutants import REGISTRY, Patched, mutants_for, patched
 
-CONVERTED = ["nb01_einsum_notation", "nb02_einsum_parsing", "nb09_fusion_memory"]
+CONVERTED = ["nb01_einsum_notation", "nb02_einsum_parsing", "nb07_graph_capture", "nb09_fusion_memory",
+             "nb10_code_generation"]
 
 
 def _own_callables(module):
@@ -24,7 +25,8 @@ def _own_callables(module):
 def test_no_copy_of_a_stage_or_of_the_answers_is_left_in_the_module(notebook):
     module = importlib.import_module(f"grader.mutants.{notebook}")
     for gone in ("SOLUTION", "_lifetimes", "_group", "_plan", "_validate", "_sizes", "_once", "_attention",
-                 "_correct_attention", "_Block", "_merge_views"):
+                 "_correct_attention", "_Block", "_merge_views", "_capture", "_Tracer", "_guard",
+                 "_refusal", "_python_source", "_c_source", "_generate_wrapper", "element_offset"):
         assert not hasattr(module, gone)
 
 
