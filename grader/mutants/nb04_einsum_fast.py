@@ -1,7 +1,13 @@
 """Known-wrong answers to notebook 04's exercises (lowering, FLOP count, greedy path), each with
-the hint its author needs."""
-import itertools
-import math
+the hint its author needs.
+
+No mutant holds a right answer: each mistake is a patch of the library's own stage
+(``grader.mutants.patched``): contract_pair's of ``plan_pair``/``run_product`` (made to use one bmm
+for every pair, as the exercise asks), path_flops' of ``walk``/``contraction_step``/``flop_count``,
+greedy_path's of the library's greedy search (made to sum a label that every operand holds like any
+other, as the statement's rule does). The rest are small standalone wrong answers (left to right, a
+forbidden route to the result).
+"""
 
 import numpy as np
 import opt_einsum
@@ -10,9 +16,10 @@ import torch
 
 import tensorcraft.einstein.path
 from tensorcraft.einstein.lower import contract_pair, plan_pair, run_product
-from tensorcraft.einstein.path import contraction_step, flop_count, path_flops, walk
+from tensorcraft.einstein.path import (contraction_step, flop_count, greedy_path, path_flops, positions_from_ids,
+                                      walk)
 
-from . import mutant, one_mistake, patched
+from . import mutant, patched
 
 # ---------------------------------------------------------------- contract_pair
 
@@ -154,111 +161,75 @@ patched(FLOPS, "path_flops_result_in_front", path_flops,
 # ---------------------------------------------------------------- greedy_path
 
 
-@one_mistake
-def _greedy(inputs, output, sizes, score, *, shared_only=True, result_to_front=False, original_positions=False,
-            keep_everything=False, drop_shared=False, fallback="smallest"):
-    current = [set(s) for s in inputs]
-    output = set(output)
-    ids = list(range(len(current)))
-
-    def size(labels):
-        return math.prod(sizes[l] for l in labels)
-
-    def result_of(i, j):
-        if keep_everything:
-            return current[i] | current[j]
-        if drop_shared:  # every label the pair shares is gone, unless the output has it
-            return (current[i] ^ current[j]) | (current[i] & current[j] & output)
-        rest = [s for p, s in enumerate(current) if p not in (i, j)]
-        return (current[i] | current[j]) & output.union(*rest)
-
-    path, next_id = [], len(current)
-    while len(current) > 1:
-        best = None
-        for i, j in itertools.combinations(range(len(current)), 2):
-            if shared_only and not (current[i] & current[j]) - output:
-                continue
-            key = (score(size(result_of(i, j)), size(current[i]), size(current[j])), j, i)
-            if best is None or key < best:
-                best = key
-        if best is None and fallback == "first two":
-            i, j = 0, 1
-        elif best is None:
-            i, j = sorted(sorted(range(len(current)), key=lambda p: size(current[p]))[:2])
-        else:
-            _, j, i = best
-        result = result_of(i, j)
-        rest = [s for p, s in enumerate(current) if p not in (i, j)]
-        path.append((ids[i], ids[j]) if original_positions else (i, j))
-        current = [result] + rest if result_to_front else rest + [result]
-        rest_ids = [n for p, n in enumerate(ids) if p not in (i, j)]
-        ids = [next_id] + rest_ids if result_to_front else rest_ids + [next_id]
-        next_id += 1
-    return path
+GREEDY = "nb04_einsum_fast.greedy_path"
+SCORE = "size(result) - size(a) - size(b), alive[second]"
+RESULT = "return ((a | b) & keep) | (both & three_or_more) | ((a ^ b) & two_or_more)"
+# The library keeps a label that every operand holds until the end (it can make no pair a candidate sooner);
+# the statement's rule sums it like any other: each mutant's edits start with this one, as a learner's scan reads
+EVERY_LABEL_SUMMED = ("keep = frozenset(output).union(frozenset.intersection(*map(frozenset, sets)))",
+                      "keep = frozenset(output)")
 
 
-@mutant("nb04_einsum_fast.greedy_path", hint="a result keeps only the labels that the output or another "
+def _greedy_mutant(name, *edits, hint):
+    patched(GREEDY, name, greedy_path, EVERY_LABEL_SUMMED, *edits, hint=hint)
+
+
+_greedy_mutant("greedy_results_keep_summed_labels", (RESULT, "return a | b"),
+        hint="a result keeps only the labels that the output or another "
         "remaining operand has; the labels the pair sums are gone, so they no longer make later pairs share a "
         "label, nor count in the sizes")
-def greedy_results_keep_summed_labels(inputs, output, sizes):
-    return _greedy(inputs, output, sizes, lambda r, a, b: r - a - b, keep_everything=True)
 
-
-@mutant("nb04_einsum_fast.greedy_path", hint="a label the pair shares stays in the result while another "
+_greedy_mutant("greedy_results_drop_shared_labels",
+        (RESULT, "return (a ^ b) | (both & keep)"),
+        hint="a label the pair shares stays in the result while another "
         "remaining operand has it (a label on three operands is summed only when the last of them is "
         "contracted): the result keeps the labels that the output or any other remaining operand has")
-def greedy_results_drop_shared_labels(inputs, output, sizes):
-    return _greedy(inputs, output, sizes, lambda r, a, b: r - a - b, drop_shared=True)
 
-
-@mutant("nb04_einsum_fast.greedy_path", hint="choose the pair by its result, not by its inputs: the smallest "
+_greedy_mutant("greedy_smallest_inputs", (SCORE, "size(a) + size(b), alive[second]"),
+        hint="choose the pair by its result, not by its inputs: the smallest "
         "size(result) - size(a) - size(b); two small inputs can make a huge result (an outer product)")
-def greedy_smallest_inputs(inputs, output, sizes):
-    return _greedy(inputs, output, sizes, lambda r, a, b: a + b)
 
-
-@mutant("nb04_einsum_fast.greedy_path", hint="positions refer to the current list: after a step the two "
+_greedy_mutant("greedy_original_numbers",
+        ("return positions_from_ids(steps, len(sets))", "return steps"),
+        hint="positions refer to the current list: after a step the two "
         "operands are gone and the result is appended at the end; you returned the operands' original numbers")
-def greedy_original_numbers(inputs, output, sizes):
-    return _greedy(inputs, output, sizes, lambda r, a, b: r - a - b, original_positions=True)
 
-
-@mutant("nb04_einsum_fast.greedy_path", hint="the result of a step is appended at the end of the list "
+_greedy_mutant("greedy_result_in_front",
+        (positions_from_ids, "tuple(bisect.bisect_left(alive, i) for i in step)", "tuple(alive.index(i) for i in step)"),
+        (positions_from_ids, "alive.append(n + k)", "alive.insert(0, n + k)"),
+        hint="the result of a step is appended at the end of the list "
         "(as tc.einsum and opt_einsum read a path), not put in front")
-def greedy_result_in_front(inputs, output, sizes):
-    return _greedy(inputs, output, sizes, lambda r, a, b: r - a - b, result_to_front=True)
 
-
-@mutant("nb04_einsum_fast.greedy_path", hint="consider only pairs that share a label to sum: a pair that "
+# every pair is a candidate: the pairs of each operand with every other, not only with those it shares a label with
+_greedy_mutant("greedy_any_pair",
+        ("    for group in holders.values():\n        by_age = sorted(group, key=alive.__getitem__)",
+         "    for group in [set(alive)]:\n        by_age = sorted(group, key=alive.__getitem__)"),
+        ("push_best(result, neighbours)", "push_best(result, set(alive) - {result})"),
+        hint="consider only pairs that share a label to sum: a pair that "
         "shares nothing is an outer product, whose result is as large as both inputs multiplied; leave those "
         "for the end")
-def greedy_any_pair(inputs, output, sizes):
-    return _greedy(inputs, output, sizes, lambda r, a, b: r - a - b, shared_only=False)
 
-
-@mutant("nb04_einsum_fast.greedy_path", hint="the score that frees the most memory is size(result) - size(a) "
+_greedy_mutant("greedy_largest_score", (SCORE, "-(size(result) - size(a) - size(b)), alive[second]"),
+        hint="the score that frees the most memory is size(result) - size(a) "
         "- size(b), the smallest first; you took the largest")
-def greedy_largest_score(inputs, output, sizes):
-    return _greedy(inputs, output, sizes, lambda r, a, b: -(r - a - b))
 
 
-@mutant("nb04_einsum_fast.greedy_path", hint="a greedy search looks at the pairs at each step; contracting "
+@mutant(GREEDY, hint="a greedy search looks at the pairs at each step; contracting "
         "left to right ignores the sizes entirely")
 def greedy_left_to_right(inputs, output, sizes):
     return [(0, 1)] * (len(inputs) - 1)
 
 
-@mutant("nb04_einsum_fast.greedy_path", hint="score a pair by the memory it frees, size(result) - size(a) - "
+_greedy_mutant("greedy_smallest_result", (SCORE, "size(result), alive[second]"),
+        hint="score a pair by the memory it frees, size(result) - size(a) - "
         "size(b), not by size(result) alone: contracting two large inputs into a small result frees the most")
-def greedy_smallest_result(inputs, output, sizes):
-    return _greedy(inputs, output, sizes, lambda r, a, b: r)
 
 
 _KEPT = {"contract_path": opt_einsum.contract_path,  # kept before the check ran, under names of their own
          "greedy": opt_einsum.paths.greedy}
 
 
-@mutant("nb04_einsum_fast.greedy_path", hint="opt_einsum's greedy search is forbidden under any name, even kept in "
+@mutant(GREEDY, hint="opt_einsum's greedy search is forbidden under any name, even kept in "
         "a dict: the check trips on the steps it takes; write the rule of the statement yourself")
 def greedy_by_kept_opt_einsum(inputs, output, sizes):
     return _KEPT["greedy"]([set(t) for t in inputs], set(output), dict(sizes))
@@ -272,23 +243,27 @@ def path_flops_by_kept_contract_path(inputs, output, sizes, path):
     return int(_KEPT["contract_path"](equation, *shapes, shapes=True, optimize=list(path))[1].opt_cost)
 
 
-@mutant("nb04_einsum_fast.greedy_path", hint="when no pair shares a label to sum, take the two operands with the "
+# the operands left are multiplied in the order of the list (their ids), not by size
+_greedy_mutant("greedy_fallback_first_two",
+        ("rest = [(size(labels & keep), n, labels) for labels, n in alive.items()]",
+         "rest = [(n, n, labels) for labels, n in alive.items()]"),
+        ("heapq.heappushpop(rest, (size(labels), next(ids), labels))",
+         "heapq.heappushpop(rest, ((n := next(ids)), n, labels))"),
+        hint="when no pair shares a label to sum, take the two operands with the "
         "smallest sizes (rule 2): your path took another pair there")
-def greedy_fallback_first_two(inputs, output, sizes):
-    return _greedy(inputs, output, sizes, lambda r, a, b: r - a - b, fallback="first two")
 
 
 _KEPT_SEARCHES = {"dp": opt_einsum.paths.dynamic_programming,
                   "optimal": tensorcraft.einstein.path.optimal_path}  # kept before the check ran
 
 
-@mutant("nb04_einsum_fast.greedy_path", hint="another path search (opt_einsum's dynamic programming) is forbidden "
+@mutant(GREEDY, hint="another path search (opt_einsum's dynamic programming) is forbidden "
         "under any name, even kept in a dict: it finds a cheap path, but not by the greedy rule you are to write")
 def greedy_by_kept_dynamic_programming(inputs, output, sizes):
     return _KEPT_SEARCHES["dp"]([set(t) for t in inputs], set(output), dict(sizes))
 
 
-@mutant("nb04_einsum_fast.greedy_path", hint="the library's optimal_path is forbidden under any name, even kept in "
+@mutant(GREEDY, hint="the library's optimal_path is forbidden under any name, even kept in "
         "a dict: it finds a cheap path, but not by the greedy rule you are to write")
 def greedy_by_kept_optimal_path(inputs, output, sizes):
     return _KEPT_SEARCHES["optimal"]([frozenset(t) for t in inputs], frozenset(output), dict(sizes))

@@ -10,8 +10,8 @@ from grader.checks import nb01_einsum_notation as nb01
 from grader.checks.report import PASS
 from grader.mutants import REGISTRY, Patched, mutants_for, patched
 
-CONVERTED = ["nb01_einsum_notation", "nb02_einsum_parsing", "nb03_einsum_loops", "nb06_reduce_repeat_pack",
-             "nb09_fusion_memory"]
+CONVERTED = ["nb01_einsum_notation", "nb02_einsum_parsing", "nb03_einsum_loops", "nb04_einsum_fast",
+             "nb06_reduce_repeat_pack", "nb09_fusion_memory"]
 
 
 def _own_callables(module):
@@ -24,7 +24,8 @@ def _own_callables(module):
 def test_no_copy_of_a_stage_or_of_the_answers_is_left_in_the_module(notebook):
     module = importlib.import_module(f"grader.mutants.{notebook}")
     for gone in ("SOLUTION", "_lifetimes", "_group", "_plan", "_validate", "_sizes", "_once", "_attention",
-                 "_correct_attention", "_Block", "_merge_views", "_loops", "_source", "_label_sizes", "_read", "_reduce", "_repeat", "_head"):
+                 "_correct_attention", "_Block", "_merge_views", "_loops", "_source", "_label_sizes", "_read", "_reduce", "_repeat", "_head",
+                 "_greedy", "_as_matrices", "_walk", "_groups"):
         assert not hasattr(module, gone)
 
 
@@ -68,14 +69,14 @@ def test_a_patch_that_changes_nothing_gives_no_answer():
     assert report.failed and "PatchError" in report.failed[0].detail
 
 
-@pytest.mark.parametrize("module, helper, args", [
-    ("nb04_einsum_fast", "_greedy", (["ij", "jk"], "ik", {"i": 2, "j": 3, "k": 4}, lambda r, a, b: r - a - b)),
-])
-def test_a_shared_helper_of_the_mutants_refuses_to_run_without_a_mistake(module, helper, args):
-    """Modules not yet written as patches keep a helper with switches; with every switch off it would be
-    the right answer, so called from outside its module (a learner's answer) it raises instead."""
-    from grader.mutants import NoMistakeError
-    fn = getattr(importlib.import_module(f"grader.mutants.{module}"), helper)
+def test_a_shared_helper_with_switches_refuses_to_run_without_a_mistake():
+    """A mutants module not yet written as patches keeps a helper with switches (one_mistake); with every
+    switch off it would be the right answer, so called from outside its module (a learner's answer) it raises."""
+    from grader.mutants import NoMistakeError, one_mistake
+    module = {"__name__": "grader.mutants.nb99_fake", "one_mistake": one_mistake}
+    exec("@one_mistake\ndef _helper(x, *, negated=False):\n    return -x if negated else x\n", module)
+    helper = module["_helper"]
     with pytest.raises(NoMistakeError, match="makes wrong answers only"):
-        fn(*args)
-    assert not hasattr(fn, "__wrapped__")
+        helper(1)
+    assert helper(1, negated=True) == -1
+    assert not hasattr(helper, "__wrapped__")
