@@ -21,6 +21,7 @@ from tensorcraft.einops.ops import repeat as library_repeat
 
 from .compare import describe
 from .exercise import Case, Exercise, Group
+from .tripwire import out_of_reach
 
 REDUCTIONS = ("sum", "mean", "max", "min", "prod")
 
@@ -354,7 +355,8 @@ class NotReduceLayersError(ValueError):
 def _run_the_learners_head(make_head, channels: int, hidden: int, classes: int, x: torch.Tensor):
     """Build the learner's model, check that it pools with Reduce layers, as the exercise asks, give it
     the reference's weights, and run it on ``x``."""
-    model = make_head(channels, hidden, classes)
+    with out_of_reach(reference_head, f"{__name__}.reference_head", "make_head"):  # the right answer, importable
+        model = make_head(channels, hidden, classes)
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"make_head must return a torch.nn.Module (an nn.Sequential), got {type(model).__name__}")
     reduces = sum(isinstance(m, (LibraryReduce, einops_layers.Reduce)) for m in model.modules())
@@ -362,7 +364,7 @@ def _run_the_learners_head(make_head, channels: int, hidden: int, classes: int, 
         raise NotReduceLayersError(f"your model holds {reduces} Reduce layer{'s' * (reduces != 1)}; the exercise asks "
                                    "for both poolings as Reduce layers (tensorcraft's or einops')")
     theirs = [tuple(p.shape) for p in model.parameters()]
-    ours = [tuple(p.shape) for p in reference_head(channels, hidden, classes).parameters()]
+    ours = [(hidden, channels, 1, 1), (hidden,), (classes, hidden), (classes,)]  # reference_head's
     if theirs != ours:
         raise ValueError(f"your model's parameters have shapes {theirs}; the architecture has {ours} "
                          "(Conv2d weight and bias, then Linear weight and bias)")

@@ -14,15 +14,13 @@ in a library stage is written as a patch of the library's own source (:func:`pat
 piece of text that occurs exactly once, compiled apart from the module), so the library stays the
 one copy and ``grader check`` proves every patch still applies; a small standalone wrong answer
 (a transposed result, a wrong constant, wrong values written out) is written as a plain function
-(:func:`mutant`). A helper with switches that gives the right answer with them off is neither; in
-a module not yet written as patches, such a helper is marked :func:`one_mistake` and refuses to run
-for a caller outside its module with every switch off.
+(:func:`mutant`). A helper with switches that gives the right answer with them off is neither, and
+no module has one.
 """
 from __future__ import annotations
 
 import __future__
 import ast
-import functools
 import importlib
 import inspect
 import sys
@@ -204,36 +202,3 @@ def patched(exercise: str, name: str, reference: Callable[..., Any], *edits: Edi
                    adapt)
     mutant(exercise, hint, hidden_only)(made)
     return made
-
-
-class NoMistakeError(TypeError):
-    """A helper shared by several mutants was called with none of its mistakes switched on."""
-
-
-def one_mistake(helper: Callable[..., Any]) -> Callable[..., Any]:
-    """For a helper that several mutants share, each switching one keyword-only parameter away from its
-    default (a mutants module not yet written as patches of the library): with every switch at its
-    default the helper would compute the right answer, a copy a learner's kernel could import. Called
-    so from outside its module, it raises :class:`NoMistakeError` instead: it runs only with a mistake
-    switched on, or for a mutant of its own module that makes its mistake around it (every mutant is
-    rejected by the public cases, ``grader check`` proves it)."""
-    switches = {name: p.default for name, p in inspect.signature(helper).parameters.items()
-                if p.kind is p.KEYWORD_ONLY and p.default is not p.empty}
-
-    def differs(value: Any, default: Any) -> bool:
-        if value is default:
-            return False
-        try:
-            return not (type(value) is type(default) and bool(value == default))
-        except Exception:
-            return True
-
-    @functools.wraps(helper)
-    def mistaken(*args: Any, **kwargs: Any) -> Any:
-        if sys._getframe(1).f_globals is not helper.__globals__ and \
-                not any(name in kwargs and differs(kwargs[name], default) for name, default in switches.items()):
-            raise NoMistakeError(f"{helper.__module__}.{helper.__qualname__} makes wrong answers only: switch one "
-                                 f"of its mistakes on ({', '.join(switches)})")
-        return helper(*args, **kwargs)
-    del mistaken.__wrapped__   # no way back to the helper without a mistake
-    return mistaken

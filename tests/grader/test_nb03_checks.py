@@ -54,3 +54,32 @@ def test_a_label_of_sizes_0_and_1_is_empty_in_every_hidden_draw():
     for exercise in (EINSUM_LOOPS, LOOP_CODE):
         titles = [g.title for g in exercise.public() + exercise.hidden(torch.Generator().manual_seed(0))]
         assert sum("0" in t and "1" in t for t in titles) == 2, titles
+
+
+def _through_generated_function(equation, *operands):
+    from tensorcraft.einstein import loops
+    return loops.generated_function(equation, *[tuple(op.shape) for op in operands])(*operands)
+
+
+_KEPT = {}
+
+
+def _through_kept_library_generator(equation, *operands):
+    namespace = {}
+    exec(_KEPT["loop_code"](equation, *[tuple(op.shape) for op in operands]), namespace)
+    return namespace["einsum_loops_generated"](*operands)
+
+
+@pytest.mark.parametrize("answer, called", [(_through_generated_function, "generated_function"),
+                                            (_through_kept_library_generator, "the library's own loop_code")])
+def test_the_loops_the_library_generates_are_no_answer_to_einsum_loops(answer, called):
+    """The library's code generator writes the loops einsum_loops asks for: an answer that runs them (by
+    generated_function, or the generator itself kept under a name of its own) fails, naming the call."""
+    from grader.checks.nb03_einsum_loops import EINSUM_LOOPS
+    from tensorcraft.einstein import loops
+    _KEPT["loop_code"] = loops.loop_code.library
+    operands = (torch.randn(2, 3), torch.randn(3, 4))
+    assert torch.allclose(answer("ij,jk->ik", *operands), torch.einsum("ij,jk->ik", *operands))  # outside a check
+    report = EINSUM_LOOPS.run(answer, cuda_available=False)
+    assert len(report.failed) == len(EINSUM_LOOPS.public())
+    assert called in report.failed[0].detail

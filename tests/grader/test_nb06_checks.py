@@ -83,3 +83,15 @@ def test_raising_einops_own_not_implemented_error_for_an_integer_mean_passes():
     def stub(x, pattern, reduction, **axes_lengths):
         raise NotImplementedError()
     assert all("still raises NotImplementedError" in o.detail for o in REDUCE.run(stub, cuda_available=False).failed)
+
+
+def test_the_checks_reference_head_is_no_answer_under_any_name():
+    """The checks module is importable from the notebook and holds the architecture: handed in, called by
+    name or kept in a dict, reference_head fails, naming it; the check itself still builds it."""
+    from grader.checks import nb06_reduce_repeat_pack as checks
+    kept = {"head": checks.reference_head}
+    answers = [checks.reference_head, lambda c, h, k: checks.reference_head(c, h, k), lambda c, h, k: kept["head"](c, h, k)]
+    for answer in answers:
+        report = EXERCISES["make_head"].run(answer, cuda_available=False)
+        assert report.failed and "reference_head" in report.failed[0].detail
+    assert isinstance(checks.reference_head(3, 4, 5), torch.nn.Sequential)   # outside a check it is as it was
