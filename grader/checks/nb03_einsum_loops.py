@@ -17,7 +17,7 @@ import torch
 from tensorcraft.einstein import loops
 from tensorcraft.stages import substitute
 
-from .exercise import Case, Exercise, Group, as_call
+from .exercise import Case, Exercise, Group, as_call, on_meta
 
 # What a learner would reach for instead of loops. (Python's own sum() stays allowed.)
 NOT_LOOPS = (
@@ -166,6 +166,7 @@ EINSUM_LOOPS = Exercise(
     numpy_allowed=False,
     call=_definition_through_library,
     show=as_call("einsum_loops"),
+    on_meta=on_meta(_einsum_public),   # the result created on the operands' device, not the CPU's
     extra_hints={
         IndexError: "an index is out of range: a dimension of size 1 that broadcasts must be read at index 0, "
                     "and a label runs over its size where that is not 1, even 0 (max(0, 1) is 1: an empty "
@@ -288,6 +289,7 @@ LOOP_CODE = Exercise(
     forbidden_ops=NOT_LOOP_OPS,
     numpy_allowed=False,
     call=_generated_through_library,
+    on_meta=on_meta(_code_public),   # the generated code creates its result on the operands' device
     show=lambda equation, *operands: f"loop_code({equation!r}, {', '.join(str(tuple(o.shape)) for o in operands)})",
     extra_hints={
         NotLoopsError: "the generated function must compute with loops: one `for` per label, indexing single "

@@ -112,6 +112,11 @@ _einsum_mutant("einsum_accumulator_not_reset", (ZEROS + ')",', ZEROS + ')",\n   
                "from the previous entry")
 
 
+_einsum_mutant("einsum_result_on_the_cpu", (ZEROS, "dtype=op0.dtype"),
+               hint="a new tensor is created on the CPU unless told otherwise: create the result on the operands' "
+               "device, torch.zeros(shape, dtype=operands[0].dtype, device=operands[0].device)")
+
+
 @mutant(E, hint="torch.ops.aten.einsum is torch.einsum under another name, and the check watches the operation: "
         "compute the result with loops over every label")
 def loops_by_aten_einsum(equation, *operands):
@@ -149,6 +154,10 @@ patched(C, "code_output_sorted", loop_code, OUTPUT_SORTED,
 
 patched(C, "code_float_result", loop_code, (", " + ZEROS + ")", ")"),
         hint="the generated result must have the operands' dtype: torch.zeros(shape, dtype=op0.dtype)")
+
+patched(C, "code_result_on_the_cpu", loop_code, (ZEROS, "dtype=op0.dtype"),
+        hint="a new tensor is created on the CPU unless told otherwise: print the result's creation with the "
+        "operands' device, torch.zeros(shape, dtype=op0.dtype, device=op0.device)")
 
 patched(C, "code_ignores_broadcasting", loop_code,
         (_subscript, '"0" if size == 1 and sizes[label] != 1 else _variable(label)',
