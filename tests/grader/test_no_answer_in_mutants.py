@@ -7,6 +7,7 @@ import inspect
 import pytest
 
 from grader.checks import nb01_einsum_notation as nb01
+from grader.checks.exercise import Exercise
 from grader.checks.report import PASS
 from grader.mutants import REGISTRY, Patched, mutants_for, patched
 
@@ -31,9 +32,12 @@ def test_no_copy_of_a_stage_or_of_the_answers_is_left_in_the_module(notebook):
 
 
 @pytest.mark.parametrize("notebook", CONVERTED)
-def test_every_function_of_a_mutants_module_fails_every_exercise_as_an_answer(notebook):
+def test_every_function_of_a_mutants_module_fails_every_exercise_as_an_answer(notebook, monkeypatch):
     """Each module-level function, the adapters and helpers included, handed in as the answer (calling it
-    as it is): none passes the public cases of any exercise of its notebook."""
+    as it is): none passes the public cases of any exercise of its notebook. Whether a group passes never
+    depends on which mistake its failure is diagnosed as, so the diagnosis (every mutant tried again on
+    each failing case: minutes for the compiler notebooks) is switched off here."""
+    monkeypatch.setattr(Exercise, "_known_mistakes", lambda self, earlier: [])
     module = importlib.import_module(f"grader.mutants.{notebook}")
     exercises = importlib.import_module(f"grader.checks.{notebook}").EXERCISES
     candidates = _own_callables(module) + [(m.name, m.fn) for e in exercises.values() for m in mutants_for(e.id)]
