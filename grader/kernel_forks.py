@@ -31,7 +31,9 @@ learner, and so does notebook 00 (its checks' operation watch loads much of the 
 pays it once: it imports them and the course's checks, then compiles a tiny
 function with the ``eager`` and ``aot_eager`` backends and resets Dynamo (:func:`_warm_up`), so
 that a kernel finds Dynamo as a notebook finds it after its first ``torch.compile``, with empty
-caches. Dynamo imports Triton, whose library functions are made for its CPU interpreter only if
+caches. It also switches off Dynamo's guard-latency probe, a cache flush and a timing after every
+compiled frame for a metric nothing reads (``grader.checks.dynamo``): tens of milliseconds of CPU
+per frame, in every graded notebook that compiles. Dynamo imports Triton, whose library functions are made for its CPU interpreter only if
 ``TRITON_INTERPRET`` is set when it is imported; notebook 10 sets it in its first cell where there
 is no GPU, too late for a server's Triton. So where there is no GPU the server imports Triton with
 it set, then removes it from its environment again: a kernel's environment is as before, and a
@@ -95,6 +97,9 @@ def serve() -> None:
         for module in COMPILER + _check_modules():
             with contextlib.suppress(Exception):
                 importlib.import_module(module)
+        with contextlib.suppress(Exception):
+            from .checks.dynamo import skip_guard_probe
+            skip_guard_probe()              # every kernel's compiles: no guard-latency probe (decides nothing)
         with contextlib.suppress(Exception):
             _warm_up()
     sys.path[:] = path                      # some add to it (setuptools' vendored packages)

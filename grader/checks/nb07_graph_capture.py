@@ -40,6 +40,7 @@ from tensorcraft.compiler.opnames import canonical_name, is_inplace_name
 from tensorcraft.compiler.pipeline import compile_graph
 
 from .compare import describe
+from .dynamo import without_guard_probe
 from .exercise import Case, Exercise, Group
 
 FX_TRACING = ("torch.fx.symbolic_trace", "torch.fx.Tracer.trace", "torch.fx._symbolic_trace.symbolic_trace")
@@ -47,12 +48,14 @@ FX_TRACING = ("torch.fx.symbolic_trace", "torch.fx.Tracer.trace", "torch.fx._sym
 
 @contextlib.contextmanager
 def _quiet_dynamo() -> Iterator[None]:
-    """Dynamo logs advice at every graph break; the check's own report is what the learner reads."""
+    """Dynamo logs advice at every graph break; the check's own report is what the learner reads.
+    Its guard-latency probe, which decides nothing, is skipped (``checks.dynamo``)."""
     logger = logging.getLogger("torch._dynamo")
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
-        yield
+        with without_guard_probe():
+            yield
     finally:
         logger.setLevel(level)
 
