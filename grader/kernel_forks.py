@@ -116,6 +116,17 @@ def serve() -> None:
         if pid == 0:
             _become_kernel(argv[3:])
         _answer(control_out, {"pid": pid})
+        with contextlib.suppress(Exception):    # while that kernel runs: for the kernels forked after it
+            _remember_truths()
+
+
+def _remember_truths() -> None:
+    """The public ground truths that the checks of the notebook handed in (in the scratch folder,
+    the kernel's working folder) compute once per worker: computed here, once per notebook, while
+    the first kernel runs (it computes its own), so that every kernel forked after inherits them
+    (``grader.checks.truths``)."""
+    from grader.checks import truths
+    truths.remember_for(sorted(p.stem for p in Path.cwd().glob("[0-9][0-9]_*.ipynb")))
 
 
 def _check_modules() -> tuple[str, ...]:

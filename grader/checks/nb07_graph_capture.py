@@ -530,6 +530,7 @@ INPUT_GUARD = Exercise(
                     "('value', type, value) for a plain value: look at remembered[0] before reading the others",
     },
     call=_through_the_cache,
+    truth_once=True,           # Dynamo on each public case: computed once per grading worker (checks/truths.py)
     show=lambda calls: f"{len(calls)} calls, on " + "; then ".join(describe(c, 70) for c in calls),
     parts=tuple(f"whether call {i} compiled anew" for i in range(1, 100)),
 )
@@ -672,6 +673,7 @@ REFUSAL = Exercise(
         TypeError: "return None to let capture record the call, or a str saying why it must not",
     },
     call=_through_capture,
+    truth_once=True,
     parts=("whether the call falls back to eager", "its result"),
 )
 
