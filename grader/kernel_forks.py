@@ -31,7 +31,9 @@ learner, and so does notebook 00 (its checks' operation watch loads much of the 
 pays it once: it imports them and the course's checks, then compiles a tiny
 function with the ``eager`` and ``aot_eager`` backends and resets Dynamo (:func:`_warm_up`), so
 that a kernel finds Dynamo as a notebook finds it after its first ``torch.compile``, with empty
-caches. Dynamo imports Triton, whose library functions are made for its CPU interpreter only if
+caches. It also switches off Dynamo's guard-latency probe, a cache flush and a timing after every
+compiled frame for a metric nothing reads (``grader.checks.dynamo``): tens of milliseconds of CPU
+per frame, in every graded notebook that compiles. Dynamo imports Triton, whose library functions are made for its CPU interpreter only if
 ``TRITON_INTERPRET`` is set when it is imported; notebook 10 sets it in its first cell where there
 is no GPU, too late for a server's Triton. So where there is no GPU the server imports Triton with
 it set, then removes it from its environment again: a kernel's environment is as before, and a
@@ -96,6 +98,9 @@ def serve() -> None:
             with contextlib.suppress(Exception):
                 importlib.import_module(module)
         with contextlib.suppress(Exception):
+            from .checks.dynamo import skip_guard_probe
+            skip_guard_probe()              # every kernel's compiles: no guard-latency probe (decides nothing)
+        with contextlib.suppress(Exception):
             _warm_up()
     sys.path[:] = path                      # some add to it (setuptools' vendored packages)
     control_in, control_out = sys.stdin.buffer, sys.stdout.buffer
@@ -111,6 +116,17 @@ def serve() -> None:
         if pid == 0:
             _become_kernel(argv[3:])
         _answer(control_out, {"pid": pid})
+        with contextlib.suppress(Exception):    # while that kernel runs: for the kernels forked after it
+            _remember_truths()
+
+
+def _remember_truths() -> None:
+    """The public ground truths that the checks of the notebook handed in (in the scratch folder,
+    the kernel's working folder) compute once per worker: computed here, once per notebook, while
+    the first kernel runs (it computes its own), so that every kernel forked after inherits them
+    (``grader.checks.truths``)."""
+    from grader.checks import truths
+    truths.remember_for(sorted(p.stem for p in Path.cwd().glob("[0-9][0-9]_*.ipynb")))
 
 
 def _check_modules() -> tuple[str, ...]:

@@ -127,8 +127,8 @@ first_compiled = time.perf_counter() - start
 start = time.perf_counter()
 model(x)
 first_eager = time.perf_counter() - start
-rounds = {"compiled": [time_call(compiled, x, min_run_time=0.1) for _ in range(5)],
-          "eager": [time_call(model, x, min_run_time=0.1) for _ in range(5)]}
+rounds = {"compiled": [time_call(compiled, x, min_run_time=0.05) for _ in range(5)],
+          "eager": [time_call(model, x, min_run_time=0.05) for _ in range(5)]}
 print(f"first compiled call (compiles): {first_compiled:.1f} s   one eager call: {1000 * first_eager:.2f} ms")
 for label, timings in rounds.items():
     print(f"{label + ',':<10} five rounds of later calls:", "  ".join(str(t) for t in timings))
@@ -153,14 +153,15 @@ print("same numbers as eager:", torch.allclose(compiled(x), model(x), atol=1e-5)
 
 # %%
 first_call = {"inductor": first_compiled}
-per_call = {"eager model": time_call(model, x), "inductor": time_call(compiled, x)}
+per_call = {"eager model": time_call(model, x, min_run_time=0.05),
+            "inductor": time_call(compiled, x, min_run_time=0.05)}
 for backend in ("eager", "aot_eager"):
     torch._dynamo.reset()
     with_backend = torch.compile(model, backend=backend)
     start = time.perf_counter()
     with_backend(x)
     first_call[backend] = time.perf_counter() - start
-    per_call[backend] = time_call(with_backend, x)
+    per_call[backend] = time_call(with_backend, x, min_run_time=0.05)
 print("first call: one sample (it happens once); later calls: median (interquartile range)")
 for name in ("eager", "aot_eager", "inductor"):
     print(f"{name:10} first call {first_call[name]:7.3f} s   later calls {per_call[name]}")

@@ -40,6 +40,7 @@ from tensorcraft.compiler.opnames import canonical_name, is_inplace_name
 from tensorcraft.compiler.pipeline import compile_graph
 
 from .compare import describe
+from .dynamo import without_guard_probe
 from .exercise import Case, Exercise, Group
 
 FX_TRACING = ("torch.fx.symbolic_trace", "torch.fx.Tracer.trace", "torch.fx._symbolic_trace.symbolic_trace")
@@ -47,12 +48,14 @@ FX_TRACING = ("torch.fx.symbolic_trace", "torch.fx.Tracer.trace", "torch.fx._sym
 
 @contextlib.contextmanager
 def _quiet_dynamo() -> Iterator[None]:
-    """Dynamo logs advice at every graph break; the check's own report is what the learner reads."""
+    """Dynamo logs advice at every graph break; the check's own report is what the learner reads.
+    Its guard-latency probe, which decides nothing, is skipped (``checks.dynamo``)."""
     logger = logging.getLogger("torch._dynamo")
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
-        yield
+        with without_guard_probe():
+            yield
     finally:
         logger.setLevel(level)
 
@@ -527,6 +530,7 @@ INPUT_GUARD = Exercise(
                     "('value', type, value) for a plain value: look at remembered[0] before reading the others",
     },
     call=_through_the_cache,
+    truth_once=True,           # Dynamo on each public case: computed once per grading worker (checks/truths.py)
     show=lambda calls: f"{len(calls)} calls, on " + "; then ".join(describe(c, 70) for c in calls),
     parts=tuple(f"whether call {i} compiled anew" for i in range(1, 100)),
 )
@@ -669,6 +673,7 @@ REFUSAL = Exercise(
         TypeError: "return None to let capture record the call, or a str saying why it must not",
     },
     call=_through_capture,
+    truth_once=True,
     parts=("whether the call falls back to eager", "its result"),
 )
 

@@ -1,0 +1,38 @@
+"""Dynamo without its guard-latency probe: the same graphs, guards and recompiles, for less CPU.
+
+Each frame that torch.compile (2.13) compiles ends in ``torch._dynamo.guards.profile_guard_manager``:
+it flushes the processor's caches, then times one evaluation of the new guards, for a number that
+goes into the compile-event metrics (``guard_latency_us``) and nowhere else: not into a guard, a
+graph, a recompile decision or ``explain``. The flush costs tens of milliseconds of CPU per compiled
+frame (measured: 49 frames of notebook 07's ground truth, 2.19 CPU s with it and 1.27 s without, the
+same answers). The checks whose ground truth is Dynamo run under :func:`without_guard_probe`, and
+the grading fork server (``grader.kernel_forks``) switches the probe off for every kernel it forks
+(:func:`skip_guard_probe`), so a graded notebook's own ``torch.compile`` cells skip it too.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+
+def _no_probe(*args, **kwargs) -> float:
+    """``profile_guard_manager``'s answer without measuring: a latency of 0 microseconds."""
+    return 0.0
+
+
+def skip_guard_probe() -> None:
+    """For the rest of this process (and the processes it forks): no guard-latency probe."""
+    import torch._dynamo.guards
+    torch._dynamo.guards.profile_guard_manager = _no_probe
+
+
+@contextlib.contextmanager
+def without_guard_probe() -> Iterator[None]:
+    """No guard-latency probe while the body runs; the probe as it was afterwards."""
+    import torch._dynamo.guards
+    probe = torch._dynamo.guards.profile_guard_manager
+    torch._dynamo.guards.profile_guard_manager = _no_probe
+    try:
+        yield
+    finally:
+        torch._dynamo.guards.profile_guard_manager = probe
