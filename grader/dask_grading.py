@@ -27,7 +27,6 @@ import contextlib
 import hashlib
 import io
 import os
-import pickle
 import shutil
 import sqlite3
 import subprocess
@@ -37,6 +36,7 @@ import threading
 import zipfile
 from concurrent.futures import Executor, Future
 from importlib import metadata
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import nbformat
@@ -126,51 +126,40 @@ class ChildDied(RuntimeError):
 
 
 class _Child:
-    """A long-lived `python -m grader.dask_grading` beside the worker that runs the calls it is sent.
-    A subprocess, not multiprocessing: Dask's workers are daemonic, and those may not have children."""
+    """A long-lived `python -m grader.dask_grading` beside the worker that runs the calls it is sent
+    (pickled over its stdin and stdout, through ``multiprocessing.connection``). A subprocess, not
+    multiprocessing: Dask's workers are daemonic, and those may not have children."""
 
     def __init__(self):
         self.process = subprocess.Popen([sys.executable, "-m", "grader.dask_grading"],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.calls = Connection(os.dup(self.process.stdin.fileno()), readable=False)
+        self.replies = Connection(os.dup(self.process.stdout.fileno()), writable=False)
 
     def call(self, env: dict[str, str], fn, args: tuple, kwargs: dict):
         try:
-            _send(self.process.stdin, (env, fn, args, kwargs))
-            succeeded, value = _receive(self.process.stdout)
+            self.calls.send((env, fn, args, kwargs))
+            succeeded, value = self.replies.recv()
         except (OSError, EOFError) as error:
             self.process.kill()
             self.process.wait()
+            for end in (self.calls, self.replies):
+                end.close()
             raise ChildDied(f"exit status {self.process.returncode}") from error
         if not succeeded:
             raise value
         return value
 
 
-def _send(stream, value) -> None:
-    data = pickle.dumps(value)
-    stream.write(len(data).to_bytes(8, "big") + data)
-    stream.flush()
-
-
-def _receive(stream):
-    header = stream.read(8)
-    if len(header) < 8:
-        raise EOFError("the other end closed")
-    size = int.from_bytes(header, "big")
-    data = stream.read(size)
-    if len(data) < size:
-        raise EOFError("the other end closed")
-    return pickle.loads(data)
-
-
 def _serve() -> None:
     """The child's loop. Its stdout is the reply channel, so everything else it (or a kernel it
     starts) prints goes to stderr."""
-    replies = os.fdopen(os.dup(1), "wb")
+    replies = Connection(os.dup(1), readable=False)
     os.dup2(2, 1)
+    calls = Connection(os.dup(0), writable=False)
     while True:
         try:
-            env, fn, args, kwargs = _receive(sys.stdin.buffer)
+            env, fn, args, kwargs = calls.recv()
         except EOFError:
             return
         os.environ.update(env)      # the kernels this child starts inherit it
@@ -178,7 +167,7 @@ def _serve() -> None:
             reply = (True, fn(*args, **kwargs))
         except Exception as error:
             reply = (False, error)
-        _send(replies, reply)
+        replies.send(reply)
 
 
 _CHILD: _Child | None = None
