@@ -24,9 +24,10 @@ async def _reply(kc, msg_id: str, timeout: float = 60) -> dict:
 
 
 async def _run_a_kernel(box, fork: bool):
-    """Start a kernel in ``box``, run a busy cell that leaves an orphan behind, interrupt it, then
-    kill the kernel; returns the provisioner, what the kernel saw as PID 1, the interrupted cell's
-    reply, and every process the kernel had, the cell's child among them (psutil handles: they tell a reused pid apart)."""
+    """Start a kernel in ``box``, run a busy cell that starts a child, interrupt it, kill the kernel
+    (which must end it), then shut it down (whose clean-up must end the child). Returns the
+    provisioner, the name of the process it started (bubblewrap where spawned), the interrupted
+    cell's reply, and the kernel's processes (psutil handles: they tell a reused pid apart)."""
     km = AsyncKernelManager(kernel_name="python3")
     km.provisioner = GradingProvisioner.for_kernel(km, box, fork)
     await km.start_kernel(extra_arguments=["--IPKernelApp.log_level=ERROR"])
@@ -35,8 +36,6 @@ async def _run_a_kernel(box, fork: bool):
     try:
         await kc.wait_for_ready(timeout=120)
         provisioner = km.provisioner
-        comm = await _reply(kc, kc.execute("print(open('/proc/1/comm').read().strip())"))
-        assert comm["status"] == "ok"
         busy = kc.execute(BUSY)
         kernel = psutil.Process(provisioner.pid)
         for _ in range(200):           # until the orphan-to-be runs
@@ -48,6 +47,9 @@ async def _run_a_kernel(box, fork: bool):
         await km.interrupt_kernel()
         interrupted = await _reply(kc, busy)
         pid_1 = psutil.Process(provisioner.pid).name() if not provisioner.forked else "forked"
+        await provisioner.kill()
+        await asyncio.wait_for(provisioner.wait(), timeout=10)
+        assert _running([kernel]) == [] and not provisioner.has_process, "kill did not end the kernel"
     finally:
         kc.stop_channels()
         await km.shutdown_kernel(now=True)
