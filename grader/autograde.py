@@ -2,7 +2,7 @@
 
 Per submission: the parent copies it into the course directory (nbgrader's
 ``submitted/<learner>/<assignment>/``) and registers it in the gradebook; a worker process
-executes it (``execute.execute_submission``: nbgrader's configured chains, reading the gradebook
+executes it (a ``job.GradingJob`` run by ``execute.execute_submission``: nbgrader's configured chains, reading the gradebook
 only); the parent writes the autograded notebook, runs the chain's gradebook writers (nbgrader's
 SaveAutoGrades and AssignLatePenalties: the one writer of the SQLite gradebook), then records the
 submission as done. A ``timestamp.txt`` beside a submitted notebook is its hand-in time, as in
@@ -36,6 +36,7 @@ from .execute import Executed, execute_submission, start_fork_server, start_work
 from .export import CSV_NAME, lateness, write_csv
 from .feedback import feedback_exporter, stale_feedback, write_feedback
 from .files import copy_atomically, write_atomically
+from .job import GradingJob, nbgrader_resources
 from .kernel_cache import warm_cache
 from .nbgrader_sandbox import hidden_paths
 from .pipeline import cell_timeout, course_config, gradebook_writers, run
@@ -157,8 +158,7 @@ def _save(course: Course, executed: Executed) -> tuple[float, float, float]:
     penalty); the only gradebook writes of grading."""
     notebook = nbformat.reads(executed.notebook_json, as_version=4)
     write_atomically(course.autograded(executed.learner, executed.assignment), executed.notebook_json)
-    resources = {"nbgrader": {"student": executed.learner, "assignment": executed.assignment,
-                              "notebook": executed.assignment, "db_url": course.db_url}}
+    resources = nbgrader_resources(executed.learner, executed.assignment, course.db_url)
     run(gradebook_writers(course_config(_config_file(course))), notebook, resources)
     with Gradebook(course.db_url) as gradebook:
         graded = gradebook.find_submission_notebook(executed.assignment, executed.assignment, executed.learner)
@@ -229,11 +229,9 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
                 caches = {a: warm_cache(course, a) for a in sorted({s.assignment for s in todo})} if confined else {}
         grading = time.perf_counter()
         bar = tqdm(total=len(todo), desc="autograde", unit="notebook", disable=not progress or not todo)
-        futures = {pool.submit(execute_submission, course.submitted(s.learner, s.assignment),
-                               course.autograded(s.learner, s.assignment).parent, course.db_url,
-                               s.learner, s.assignment, timeout, _config_file(course), confined, hidden,
-                               caches.get(s.assignment)): s
-                   for s in todo}
+        jobs = {GradingJob.of(course, s.learner, s.assignment, timeout=timeout, sandboxed=confined, hidden=hidden,
+                              kernel_cache=caches.get(s.assignment)): s for s in todo}
+        futures = {pool.submit(execute_submission, job): s for job, s in jobs.items()}
         try:
             for future in as_completed(futures):
                 submission = futures[future]

@@ -1,7 +1,7 @@
 """`python -m grader autograde SUBMISSIONS --dask ADDRESS`: the notebook executions on a Dask cluster.
 
 ``DaskPool`` stands where autograde's local process pool stands: autograde hands it the same calls
-(``execute_submission`` and its arguments) and gets back the same ``Executed`` values, so that the
+(``execute_submission`` and its ``job.GradingJob``) and gets back the same ``Executed`` values, so that the
 parent still registers the submissions, saves every score, writes the CSV and the feedback, and a
 run killed half-way resumes as a local one does. What changes is where a notebook runs: on a Dask
 worker, possibly on another machine that shares no folder with the instructor's.
@@ -10,8 +10,8 @@ So each call carries what it needs. Once per run, a *kit* travels to every worke
 course directory's grading inputs (the gradebook reduced to the assignments' cells, with no
 learner in it; the release; nbgrader_config.py; the compiled-kernel caches the sandboxes start with) and the course's code (``grader/``, whose checks
 the hidden tests call, and ``tensorcraft``), which the kernel imports first. Each call adds its
-learner's submitted folder (the notebook and the exchange's files beside it). Paths inside the
-course directory are sent as paths relative to it and re-rooted on the worker.
+learner's submitted folder (the notebook and the exchange's files beside it). The job's course
+paths (``GradingJob.moved``) are sent relative to the course directory and re-rooted on the worker.
 
 On the worker, notebooks run in a child process (``python -m grader.dask_grading``), as they run in
 a pool process locally, so that a notebook that kills the process running it (its kernel's parent)
@@ -23,11 +23,10 @@ the calls of one worker run one at a time.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import inspect
 import io
 import os
-import pickle
 import shutil
 import sqlite3
 import subprocess
@@ -36,29 +35,19 @@ import tempfile
 import threading
 import zipfile
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass
 from importlib import metadata
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import nbformat
 
 from .course import Course
+from .job import GradingJob
 from .kernel_cache import FOLDER as KERNELS  # the kit's copies of the kept kernel caches, in its course folder
 from .kernel_cache import cache_path, cache_root
 
 # what a worker must have in the very versions the instructor has, for a grade to mean the same
 SAME_VERSIONS = ("nbgrader", "nbclient", "nbformat", "ipykernel", "torch", "numpy", "einops", "distributed")
-
-
-@dataclass(frozen=True)
-class InCourse:
-    """A path inside the course directory, sent relative to it; ``url`` for a sqlite:/// URL."""
-    relative: str
-    url: bool = False
-
-    def on(self, root: Path) -> str | Path:
-        path = root / self.relative
-        return f"sqlite:///{path}" if self.url else path
 
 
 # ---------------------------------------------------------------- the kit (parent side)
@@ -105,34 +94,25 @@ def build_kit(course: Course) -> bytes:
     return buffer.getvalue()
 
 
-def _relative_to_course(value: object, course: Course) -> object:
+def _sent(job: GradingJob, course: Course) -> GradingJob:
+    """``job`` with its course paths relative to the course directory (a kept kernel cache: to the
+    kit's copy of it), to be re-rooted in the kit's course copy on the worker."""
     root = course.root.resolve()
-    if isinstance(value, Path) and value.parent == cache_root():      # a kept kernel cache: sent in the kit
-        return InCourse(f"{KERNELS}/{value.name}")
-    if isinstance(value, Path):
-        try:
-            return InCourse(value.resolve().relative_to(root).as_posix())
-        except ValueError:
-            return value
-    if isinstance(value, str) and value.startswith("sqlite:///"):
-        try:
-            return InCourse(Path(value[len("sqlite:///"):]).resolve().relative_to(root).as_posix(), url=True)
-        except ValueError:
-            return value
-    return value
+
+    def relative(path: Path) -> Path:
+        if path.parent == cache_root():
+            return Path(KERNELS, path.name)
+        with contextlib.suppress(ValueError):
+            return path.resolve().relative_to(root)
+        return path                         # outside the course: sent as it is
+    return job.moved(relative)
 
 
-def _learner_files(args: tuple, course: Course) -> dict[str, bytes]:
-    """The files of the learner's submitted folder named by a path argument (relative path -> bytes)."""
-    files = {}
-    for value in args:
-        if isinstance(value, InCourse) and not value.url and value.relative.startswith("submitted/"):
-            path = course.root / value.relative
-            folder = path.parent if path.is_file() else path
-            for file in sorted(folder.iterdir()) if folder.is_dir() else []:
-                if file.is_file():
-                    files[file.relative_to(course.root).as_posix()] = file.read_bytes()
-    return files
+def _learner_files(job: GradingJob, course: Course) -> dict[str, bytes]:
+    """The files of the learner's submitted folder (relative path -> bytes), for a job as sent."""
+    folder = course.root / job.submitted.parent
+    return {(job.submitted.parent / file.name).as_posix(): file.read_bytes()
+            for file in sorted(folder.iterdir()) if file.is_file()} if folder.is_dir() else {}
 
 
 # ---------------------------------------------------------------- the worker side
@@ -146,51 +126,40 @@ class ChildDied(RuntimeError):
 
 
 class _Child:
-    """A long-lived `python -m grader.dask_grading` beside the worker that runs the calls it is sent.
-    A subprocess, not multiprocessing: Dask's workers are daemonic, and those may not have children."""
+    """A long-lived `python -m grader.dask_grading` beside the worker that runs the calls it is sent
+    (pickled over its stdin and stdout, through ``multiprocessing.connection``). A subprocess, not
+    multiprocessing: Dask's workers are daemonic, and those may not have children."""
 
     def __init__(self):
         self.process = subprocess.Popen([sys.executable, "-m", "grader.dask_grading"],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.calls = Connection(os.dup(self.process.stdin.fileno()), readable=False)
+        self.replies = Connection(os.dup(self.process.stdout.fileno()), writable=False)
 
     def call(self, env: dict[str, str], fn, args: tuple, kwargs: dict):
         try:
-            _send(self.process.stdin, (env, fn, args, kwargs))
-            succeeded, value = _receive(self.process.stdout)
+            self.calls.send((env, fn, args, kwargs))
+            succeeded, value = self.replies.recv()
         except (OSError, EOFError) as error:
             self.process.kill()
             self.process.wait()
+            for end in (self.calls, self.replies):
+                end.close()
             raise ChildDied(f"exit status {self.process.returncode}") from error
         if not succeeded:
             raise value
         return value
 
 
-def _send(stream, value) -> None:
-    data = pickle.dumps(value)
-    stream.write(len(data).to_bytes(8, "big") + data)
-    stream.flush()
-
-
-def _receive(stream):
-    header = stream.read(8)
-    if len(header) < 8:
-        raise EOFError("the other end closed")
-    size = int.from_bytes(header, "big")
-    data = stream.read(size)
-    if len(data) < size:
-        raise EOFError("the other end closed")
-    return pickle.loads(data)
-
-
 def _serve() -> None:
     """The child's loop. Its stdout is the reply channel, so everything else it (or a kernel it
     starts) prints goes to stderr."""
-    replies = os.fdopen(os.dup(1), "wb")
+    replies = Connection(os.dup(1), readable=False)
     os.dup2(2, 1)
+    calls = Connection(os.dup(0), writable=False)
     while True:
         try:
-            env, fn, args, kwargs = _receive(sys.stdin.buffer)
+            env, fn, args, kwargs = calls.recv()
         except EOFError:
             return
         os.environ.update(env)      # the kernels this child starts inherit it
@@ -198,7 +167,7 @@ def _serve() -> None:
             reply = (True, fn(*args, **kwargs))
         except Exception as error:
             reply = (False, error)
-        _send(replies, reply)
+        replies.send(reply)
 
 
 _CHILD: _Child | None = None
@@ -219,36 +188,33 @@ def _unpacked(kit: bytes) -> Path:
     return folder
 
 
-def _not_run(fn, args: tuple, kwargs: dict, why: str):
+def _not_run(job: GradingJob, why: str):
     """The submission as grading would have run it, every code cell scored 0 with ``why``: what a
     notebook that killed the process running it gets (its outputs died with that process)."""
     from . import pipeline
     from .execute import Executed, GuardedExecute, _error_output
-    named = inspect.signature(fn).bind(*args, **kwargs).arguments
-    learner, assignment = named["learner"], named["assignment"]
     try:
-        notebook = nbformat.read(named["submitted"], as_version=4)
-        resources = {"nbgrader": {"student": learner, "assignment": assignment, "notebook": assignment,
-                                  "db_url": named["db_url"]}}
-        chains = pipeline.build_chains(pipeline.course_config(named.get("config_file")), GuardedExecute)
-        notebook, resources = pipeline.run(chains.sanitize, notebook, resources)   # as grading would have
+        notebook = nbformat.read(job.submitted, as_version=4)
+        chains = pipeline.build_chains(pipeline.course_config(job.config_file), GuardedExecute)
+        notebook, _ = pipeline.run(chains.sanitize, notebook, job.resources())   # as grading would have
     except Exception as error:
-        return Executed(learner, assignment, problem=f"{why}, and could not be scored: {type(error).__name__}: {error}")
+        return Executed(job.learner, job.assignment,
+                        problem=f"{why}, and could not be scored: {type(error).__name__}: {error}")
     for cell in notebook.cells:
         if cell.cell_type == "code" and cell.source.strip():
             cell.outputs = [_error_output("CellNotRun", f"this cell did not run: {why}")]
-    return Executed(learner, assignment, nbformat.writes(notebook), notes=[why])
+    return Executed(job.learner, job.assignment, nbformat.writes(notebook), notes=[why])
 
 
-def run_on_worker(fn, kit: bytes, files: dict[str, bytes], args: tuple, kwargs: dict):
-    """A Dask task: re-root the call in the kit's course copy, write the learner's files, run ``fn``
-    in this worker's child process, clean up; a dead child is replaced and the submission scored 0."""
+def run_on_worker(fn, kit: bytes, files: dict[str, bytes], job: GradingJob):
+    """A Dask task: re-root the job in the kit's course copy, write the learner's files, run
+    ``fn(job)`` in this worker's child process, clean up; a dead child is replaced and the
+    submission scored 0."""
     global _CHILD
     with _LOCK:
         kit_root = _unpacked(kit)
         course_root = kit_root / "course"
-        args = tuple(a.on(course_root) if isinstance(a, InCourse) else a for a in args)
-        kwargs = {k: v.on(course_root) if isinstance(v, InCourse) else v for k, v in kwargs.items()}
+        job = job.moved(lambda path: course_root / path)     # an absolute path stays as it is
         written = []
         for relative, data in files.items():
             path = course_root / relative
@@ -260,10 +226,10 @@ def run_on_worker(fn, kit: bytes, files: dict[str, bytes], args: tuple, kwargs: 
         try:
             if _CHILD is None:
                 _CHILD = _Child()
-            return _CHILD.call(env, fn, args, kwargs)
+            return _CHILD.call(env, fn, (job,), {})
         except ChildDied:
             _CHILD = None
-            return _not_run(fn, args, kwargs, "the notebook killed the process that ran it")
+            return _not_run(job, "the notebook killed the process that ran it")
         finally:
             for path in written:
                 path.unlink(missing_ok=True)
@@ -310,15 +276,14 @@ class DaskPool(Executor):
                               for w, d in differ.items())
             raise RuntimeError(f"Dask workers with another environment than this one would grade differently: {lines}")
 
-    def submit(self, fn, /, *args, **kwargs) -> Future:
+    def submit(self, fn, /, job: GradingJob) -> Future:
+        """Run ``fn(job)`` (``execute.execute_submission``) on a worker; its ``Executed`` comes back here."""
         if self._kit is None:       # built at the first call: after autograde registered the submissions
             # a task that returns the kit, not scattered data: if every worker holding it dies, it is rebuilt
             kit = build_kit(self.course)
             self._kit = self.client.submit(_identity, kit, key=f"tensorcraft-kit-{hashlib.sha256(kit).hexdigest()}")
-        args = tuple(_relative_to_course(a, self.course) for a in args)
-        kwargs = {k: _relative_to_course(v, self.course) for k, v in kwargs.items()}
-        remote = self.client.submit(run_on_worker, fn, self._kit, _learner_files(args, self.course), args, kwargs,
-                                    pure=False)
+        job = _sent(job, self.course)
+        remote = self.client.submit(run_on_worker, fn, self._kit, _learner_files(job, self.course), job, pure=False)
         local: Future = Future()
         local.set_running_or_notify_cancel()
 

@@ -9,6 +9,10 @@ Two things nbgrader's own executor handles badly are handled here: a cell whose 
 a cell that does not stop when interrupted at its time limit. In both cases the cell gets an error
 output (so it scores 0), the kernel is given up, and every later code cell gets an error output
 saying why it did not run (so it scores 0 too, instead of passing with no output).
+
+Its kernel starts, is interrupted and ends through :class:`grader.provisioner.GradingProvisioner`
+(in the worker's sandbox, forked or spawned; unconfined without one). The submission to grade is
+one :class:`grader.job.GradingJob`.
 """
 from __future__ import annotations
 
@@ -17,7 +21,6 @@ import os
 import re
 import shutil
 import signal
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,9 +33,10 @@ from nbgrader.preprocessors import Execute
 from . import kernel_forks, pipeline
 
 from .integrity_watch import IntegrityWatch, check_module
+from .job import GradingJob
 from .kernel_cache import seed
+from .provisioner import GradingProvisioner
 from .sandbox import Sandbox, claim_uid
-from .sandboxed_kernel import SandboxedKernelManager
 from .timings import FORKED_CPU, KERNEL_CPU, WORKER_CPU, Timings, cell_kind, cell_step, cpu_seconds
 
 
@@ -64,11 +68,10 @@ class GuardedExecute(Execute):
         kwargs.setdefault("shutdown_kernel", "immediate")  # a hung kernel is killed, not waited for
         # The kernel's start-up warnings (plain-TCP transport) would repeat once per learner.
         kwargs.setdefault("extra_arguments", ["--IPKernelApp.log_level=ERROR"])
-        kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         self._given = {name: value for name, value in kwargs.items() if name != "config"}
         super().__init__(**kwargs)
         self.sandbox = sandbox      # where the kernel runs confined; None: with our own rights
-        self.fork = fork            # forked from the sandbox's fork server (kernel_forks), not started anew
+        self.fork = fork            # the provisioner may fork it from the sandbox's fork server (kernel_forks)
         self.assignment = assignment  # when given, its grading code is verified after every cell
         self.integrity: IntegrityWatch | None = None
         self.timings = Timings()    # where this notebook's time went (``grader.timings``)
@@ -81,8 +84,9 @@ class GuardedExecute(Execute):
             setattr(self, name, value)
 
     def create_kernel_manager(self):
+        """The manager of the kernel, with the provisioner that starts it (``grader.provisioner``)."""
         km = super().create_kernel_manager()
-        km.sandbox, km.fork = self.sandbox, self.fork
+        km.provisioner = GradingProvisioner.for_kernel(km, self.sandbox, self.fork)
         return km
 
     def start_new_kernel(self, **kwargs):
@@ -96,8 +100,7 @@ class GuardedExecute(Execute):
     def _cleanup_kernel(self):
         provisioner = self.km and self.km.provisioner
         if provisioner is not None and provisioner.pid:     # a forked kernel's is no process's child's
-            forked = getattr(self.km, "server", None) is not None
-            self.timings.add(FORKED_CPU if forked else KERNEL_CPU, cpu_seconds(provisioner.pid))
+            self.timings.add(FORKED_CPU if provisioner.forked else KERNEL_CPU, cpu_seconds(provisioner.pid))
         with self.timings.measure("kernel shutdown"):
             return super()._cleanup_kernel()
 
@@ -188,49 +191,29 @@ def start_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def execute_submission(submitted: Path, autograded_dir: Path, db_url: str, learner: str, assignment: str,
-                       timeout: int | None, config_file: Path | None = None, sandboxed: bool = False,
-                       hidden: tuple[Path, ...] = (), kernel_cache: Path | None = None) -> Executed:
+def execute_submission(job: GradingJob) -> Executed:
     """Sanitize and execute one submission with nbgrader's configured chains (``pipeline``; the
     course's ``config_file``, ``timeout`` over its ``Execute.timeout``); read-only on the gradebook.
-    Runs in a worker process. ``sandboxed``: the kernel runs in a sandbox, which cannot see the
-    ``hidden`` paths, and starts with a copy of ``kernel_cache`` (``kernel_cache.warm_cache``); it is
-    forked from the worker's fork server there (``kernel_forks``) unless that is switched off."""
+    Runs in a worker process. ``job.sandboxed``: the kernel runs in this worker thread's sandbox,
+    which cannot see the ``hidden`` paths, and starts with a copy of ``kernel_cache``
+    (``kernel_cache.warm_cache``); whether it is forked from the worker's fork server or started on
+    its own is the provisioner's choice (``grader.provisioner``)."""
     timings, cpu = Timings(), time.process_time()
     with timings.measure("worker total"):
-        executed = _confined(submitted, autograded_dir, db_url, learner, assignment, timeout, config_file, sandboxed,
-                             hidden, kernel_cache, timings)
+        executed = _confined(job, timings)
     timings.add(WORKER_CPU, time.process_time() - cpu)
     executed.timings = {**timings, **executed.timings}
     return executed
 
 
-def _confined(submitted: Path, autograded_dir: Path, db_url: str, learner: str, assignment: str,
-              timeout: int | None, config_file: Path | None, sandboxed: bool, hidden: tuple[Path, ...],
-              kernel_cache: Path | None, timings: Timings) -> Executed:
-    if not sandboxed:
-        return _execute(submitted, autograded_dir, db_url, learner, assignment, timeout, config_file, None)
-    if kernel_forks.enabled():      # a kernel forked from this worker's warm fork server, in its sandbox
-        with contextlib.ExitStack() as stack:       # (its reset on exit counts in "worker total" only)
-            with timings.measure("sandbox reset"):
-                sandbox = stack.enter_context(kernel_forks.sandbox_for_a_learner(list(hidden), claim_uid()))
-            _fill(sandbox, submitted, kernel_cache, timings)
-            return _execute(submitted, autograded_dir, db_url, learner, assignment, timeout, config_file, sandbox,
-                            fork=True)
-    folder = Path(tempfile.mkdtemp(prefix="tensorcraft-sandbox-"))
-    folder.chmod(0o711)     # the sandbox's uid may pass through to its scratch folder, not list it
-    try:
-        sandbox = Sandbox(folder / "scratch", hidden=list(hidden), uid=claim_uid())
+def _confined(job: GradingJob, timings: Timings) -> Executed:
+    if not job.sandboxed:
+        return _execute(job, None)
+    with contextlib.ExitStack() as stack:       # (its reset on exit counts in "worker total" only)
         with timings.measure("sandbox reset"):
-            sandbox.end()                     # nothing left under this uid by a grader that was killed
-        _fill(sandbox, submitted, kernel_cache, timings)
-        try:
-            return _execute(submitted, autograded_dir, db_url, learner, assignment, timeout, config_file, sandbox)
-        finally:
-            with timings.measure("sandbox reset"):
-                sandbox.end()
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+            sandbox = stack.enter_context(kernel_forks.sandbox_for_a_learner(list(job.hidden), claim_uid()))
+        _fill(sandbox, job.submitted, job.kernel_cache, timings)
+        return _execute(job, sandbox)
 
 
 @contextlib.contextmanager
@@ -270,23 +253,20 @@ def _fill(sandbox: Sandbox, submitted: Path, kernel_cache: Path | None, timings:
     own_copy.chmod(0o444)
 
 
-def _execute(submitted: Path, autograded_dir: Path, db_url: str, learner: str, assignment: str,
-             timeout: int | None, config_file: Path | None, sandbox: Sandbox | None, fork: bool = False) -> Executed:
+def _execute(job: GradingJob, sandbox: Sandbox | None) -> Executed:
+    submitted, learner, assignment = job.submitted, job.learner, job.assignment
     try:
         notebook = nbformat.read(submitted, as_version=4)
     except Exception as error:  # not a notebook at all: reported, the batch goes on
         return Executed(learner, assignment, problem=f"{submitted} is not a readable notebook: {error}")
-    cwd = sandbox.scratch if sandbox else autograded_dir
-    resources = {"nbgrader": {"student": learner, "assignment": assignment, "notebook": assignment,
-                              "db_url": db_url},
-                 "metadata": {"path": str(cwd)}}
-    autograded_dir.mkdir(parents=True, exist_ok=True)
+    resources = job.resources(sandbox.scratch if sandbox else job.autograded_dir)
+    job.autograded_dir.mkdir(parents=True, exist_ok=True)
     sanitizing = Timings()
     try:
         with sanitizing.measure("sanitize"):
-            chains = pipeline.build_chains(pipeline.course_config(config_file), GuardedExecute,
-                                           sandbox=sandbox, assignment=assignment, fork=fork,
-                                           **({"timeout": timeout} if timeout is not None else {}))
+            chains = pipeline.build_chains(pipeline.course_config(job.config_file), GuardedExecute,
+                                           sandbox=sandbox, assignment=assignment, fork=sandbox is not None,
+                                           **({"timeout": job.timeout} if job.timeout is not None else {}))
             notebook, resources = pipeline.run(chains.sanitize, notebook, resources)
         with _grading_environment():
             notebook, resources = pipeline.run(chains.autograde, notebook, resources)

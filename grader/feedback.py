@@ -13,6 +13,7 @@ from nbconvert import HTMLExporter
 
 from .course import Course
 from .files import write_atomically
+from .job import nbgrader_resources
 from .pipeline import course_config, feedback_steps
 from .submissions import EXCHANGE_FILES
 
@@ -30,8 +31,7 @@ def write_feedback(course: Course, learner: str, assignment: str, exporter: HTML
     """Render ``autograded/<learner>/<assignment>`` to ``feedback/<learner>/<assignment>/<assignment>.html``,
     beside the exchange's files of the submission when it came through nbgrader's exchange."""
     exporter = exporter or feedback_exporter(course)
-    resources = {"nbgrader": {"student": learner, "assignment": assignment, "notebook": assignment,
-                              "db_url": course.db_url}}
+    resources = nbgrader_resources(learner, assignment, course.db_url)
     html, _ = exporter.from_filename(str(course.autograded(learner, assignment)), resources=resources)
     target = write_atomically(course.feedback(learner, assignment), html)
     for name in EXCHANGE_FILES:   # what `nbgrader release_feedback` reads to address the learner

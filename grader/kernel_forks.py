@@ -41,7 +41,8 @@ notebook that sets the variable gets a working interpreter (Triton reads it at e
 definition). With a GPU, nothing is set. Every kernel reseeds torch's and numpy's random generators
 (a fresh interpreter draws a random seed for torch; a fork would share the server's).
 
-Run as ``python -m grader.kernel_forks``, this module is the server; the rest is the worker's side.
+Run as ``python -m grader.kernel_forks``, this module is the server; the rest is the worker's side,
+which :class:`grader.provisioner.GradingProvisioner` asks for a kernel.
 """
 from __future__ import annotations
 
@@ -252,40 +253,6 @@ def _become_kernel(arguments: list[str]) -> None:
 
 # ------------------------------------------------------------------ the worker's side
 
-class ForkedKernel:
-    """What jupyter_client's provisioner needs of a ``Popen``, for a kernel the server forked: it
-    is not our child, so its end is watched (and it is signalled) through a pidfd, immune to pid reuse."""
-
-    stdin = stdout = stderr = None
-
-    def __init__(self, pid: int):
-        self.pid = pid
-        self.returncode: int | None = None
-        self._pidfd = os.pidfd_open(pid)
-
-    def poll(self) -> int | None:
-        if self.returncode is None and select.select([self._pidfd], [], [], 0)[0]:
-            self.returncode = -signal.SIGKILL       # its status went to the server, not to us
-            os.close(self._pidfd)
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        if self.returncode is None and not select.select([self._pidfd], [], [], timeout)[0]:
-            raise subprocess.TimeoutExpired(f"kernel {self.pid}", timeout)
-        return self.poll()
-
-    def send_signal(self, signum: int) -> None:
-        if self.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(self._pidfd, signum)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
-
 class ForkServer:
     """A server running in ``sandbox`` (started here; raises ``OSError`` if it does not come up)."""
 
@@ -304,8 +271,9 @@ class ForkServer:
             self.close()
             raise OSError(f"the fork server did not start: {error}") from error
 
-    def fork(self, argv: list[str]) -> ForkedKernel:
-        """A new kernel running ``argv`` (an ipykernel command line), forked from the server."""
+    def fork(self, argv: list[str]) -> int:
+        """A new kernel running ``argv`` (an ipykernel command line), forked from the server: its pid
+        here (not our child: ``grader.provisioner`` watches it through a pidfd)."""
         self.process.stdin.write(json.dumps({"argv": argv}).encode() + b"\n")
         self.process.stdin.flush()
         reply = self._reply(REPLY_TIMEOUT)
@@ -315,7 +283,7 @@ class ForkServer:
         host = next((p for p in descendants(self.pid) if ns_pid(p) == inner), None)
         if host is None:
             raise OSError(f"the forked kernel {inner} ended before it started")
-        return ForkedKernel(host)
+        return host
 
     def clear(self, within: float = 10.0) -> None:
         """Kill every process in the sandbox but the server (a kernel and whatever it started)."""

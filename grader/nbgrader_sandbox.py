@@ -5,7 +5,7 @@ place of nbgrader's ``Execute``.
 ``python -m grader autograde`` makes its sandboxes itself (one per worker, with a fork server) and
 puts its own executor in that place; nbgrader's command runs in one process and calls this
 preprocessor once per submission, so here each notebook gets a sandbox of its own (kernel started
-anew, as ``TENSORCRAFT_FORK_KERNELS=off`` does), hiding the course directory, the kept kernel caches
+anew by ``grader.provisioner``, as ``TENSORCRAFT_FORK_KERNELS=off`` does), hiding the course directory, the kept kernel caches
 and the exchange. Where no sandbox can be made it refuses, as ``autograde`` does, unless the
 course config says ``c.SandboxedExecute.unsafe = True``.
 """

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import psutil
+
 FIRST_UID, UIDS = 61000, 1000          # sandbox uids (root only), one claimed per worker process
 PROBE_UID = FIRST_UID - 1               # the uid of the one-off probe in unavailable()
 ENVIRONMENT_KEPT = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "NBGRADER_EXECUTION", "OMP_NUM_THREADS",
@@ -247,22 +249,9 @@ def _nvidia_devices() -> list[Path]:
     return sorted(Path("/dev").glob("nvidia*"))
 
 
-def _processes() -> dict[int, dict[str, str]]:
-    """Every process now: pid -> the fields of /proc/PID/status (Name, PPid, Uid, ...)."""
-    found = {}
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            text = status.read_text()
-        except OSError:         # ended while we looked
-            continue
-        fields = dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
-        found[int(status.parent.name)] = fields
-    return found
-
-
 def _pids_of(uid: int) -> list[int]:
     """The processes ``uid`` runs now (RLIMIT_NPROC counts them all, not only one sandbox's)."""
-    return [pid for pid, fields in _processes().items() if fields.get("Uid", "").split()[:1] == [str(uid)]]
+    return [p.pid for p in psutil.process_iter(["uids"]) if p.info["uids"] is not None and p.info["uids"].real == uid]
 
 
 def _processes_of(uid: int) -> int:
@@ -283,16 +272,10 @@ def kill_until_gone(find: Callable[[], list[int]], within: float) -> list[int]:
 
 def descendants(root: int) -> list[int]:
     """Every process started by ``root``, its children's children and so on (not ``root`` itself)."""
-    processes = _processes()
-    children: dict[int, list[int]] = {}
-    for pid, fields in processes.items():
-        children.setdefault(int(fields.get("PPid", "0")), []).append(pid)
-    found, todo = [], list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo += children.get(pid, [])
-    return found
+    try:
+        return [p.pid for p in psutil.Process(root).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
 
 
 def ns_pid(pid: int) -> int:
@@ -311,8 +294,8 @@ def interrupt(sandbox_pid: int, itself: bool = False) -> int:
     (one forked by a fork server), signalled too. Returns how many processes it reached."""
     reached = 0
     for pid in ([sandbox_pid] if itself else []) + descendants(sandbox_pid):
-        with contextlib.suppress(OSError, ValueError):
-            if Path(f"/proc/{pid}/comm").read_text().strip() != "bwrap":
+        with contextlib.suppress(OSError, psutil.Error):
+            if psutil.Process(pid).name() != "bwrap":
                 os.kill(pid, signal.SIGINT)
                 reached += 1
     return reached

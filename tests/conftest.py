@@ -45,6 +45,7 @@ NEEDS_BY_FILE = {
     "grader/test_nbgrader_sandbox.py": (KERNEL, SANDBOX, NBGRADER),
     "grader/test_pipeline.py": (KERNEL, NBGRADER),
     "grader/test_preflight.py": (KERNEL, NBGRADER),
+    "grader/test_provisioner.py": (KERNEL, SANDBOX),
     "grader/test_sandbox.py": (KERNEL, SANDBOX),
 }
 # fixture -> what a test that uses it needs

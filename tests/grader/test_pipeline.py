@@ -20,6 +20,7 @@ from grader import pipeline
 from grader.autograde import autograde
 from grader.course import Course, put_python_scripts_on_path
 from grader.execute import GuardedExecute, execute_submission
+from grader.job import GradingJob
 from grader.nbgrader_sandbox import SandboxedExecute
 
 TIMEOUT = int(os.environ.get("TENSORCRAFT_TEST_CELL_TIMEOUT", "60"))
@@ -197,8 +198,8 @@ def test_an_ignore_pattern_in_the_course_config_filters_stderr_as_nbgrader_does(
         config_file.write_text(config_file.read_text() + f"\nc.IgnorePattern.pattern = 'noise'\n"
                                                          f"c.IgnorePattern.enabled = {enabled}\n")
         nbformat.write(notebook, submitted)
-        executed = execute_submission(submitted, tmp_path / "out", course.db_url, "x", "00_welcome", TIMEOUT,
-                                      config_file)
+        executed = execute_submission(GradingJob(submitted, tmp_path / "out", course.db_url, "x", "00_welcome",
+                                                 TIMEOUT, config_file))
         assert not executed.problem, executed.problem
         cells = nbformat.reads(executed.notebook_json, as_version=4).cells
         outputs[enabled] = "".join(o.get("text", "") for cell in cells for o in cell.outputs)

@@ -1,6 +1,7 @@
 """The folder of submissions: what is found, what is skipped and why, what cannot be read."""
 from grader.course import DEFAULT_COURSE
 from grader.execute import execute_submission
+from grader.job import GradingJob
 from grader.submissions import find_submissions
 
 
@@ -21,7 +22,7 @@ def test_layout_learner_folder_then_notebook_named_after_its_assignment(tmp_path
 def test_an_unreadable_submission_is_reported_not_raised(tmp_path):
     broken = tmp_path / "00_welcome.ipynb"
     broken.write_text("this is not json")
-    executed = execute_submission(broken, tmp_path / "out", DEFAULT_COURSE.db_url, "carol", "00_welcome", 5)
+    executed = execute_submission(GradingJob(broken, tmp_path / "out", DEFAULT_COURSE.db_url, "carol", "00_welcome", 5))
     assert executed.problem.startswith(f"{broken} is not a readable notebook")
     assert executed.notebook_json == ""
 
