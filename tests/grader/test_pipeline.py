@@ -96,10 +96,12 @@ def side_by_side(built_course, tmp_path_factory):
         if stamp:
             (target.parent / "timestamp.txt").write_text(stamp)
             (folder / "timestamp.txt").write_text(stamp)
-    for assignment in built.assignments():
-        result = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", assignment, "--log-level=WARN"],
-                                cwd=theirs.root, capture_output=True, text=True)
-        assert result.returncode == 0, result.stdout + result.stderr
+    # every assignment in one `nbgrader autograde` (its assignment id is a glob of submitted/*/<id>/):
+    # one start of nbgrader and its gradebook, not one per notebook
+    result = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", "*", "--log-level=WARN"],
+                            cwd=theirs.root, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert {p.parent.name for p in theirs.root.glob("autograded/*/*/*.ipynb")} == set(built.assignments())
     summary = autograde(root / "submissions", ours, workers=2, progress=False, feedback=False)
     assert summary.errors == []
     ours_by_folder = _grades(ours, {(f"{learner}-{assignment}", assignment) for learner, assignment in hand_ins})
