@@ -97,7 +97,7 @@ hub-proxy:
 # servers and browsers, and the library's tests use one core. Each file's tests stay in one process
 # (tests/conftest.py says which go together and in what order). JOBS=0: one process, as plain pytest.
 JOBS  ?= 2
-XDIST := $(if $(filter-out 0,$(JOBS)),-n $(JOBS) --dist loadgroup --no-loadscope-reorder)
+XDIST := $(if $(filter-out 0,$(JOBS)),-n $(JOBS) --dist loadscope --no-loadscope-reorder)
 
 test: $(STAMP) browser sandbox graphviz hub-proxy
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)

@@ -7,12 +7,12 @@ gets them from where it is, so that a new test in an existing file lands in that
 its file (``NEEDS_BY_FILE``), the fixtures it uses (``NEEDS_BY_FIXTURE``), and its own decorators
 (in a file whose other tests need less).
 
-``make test`` and ``make test-fast`` run the suite on two processes (pytest-xdist, ``--dist
-loadgroup``): the tests of one file stay in one process (a module's fixtures, a class graded once,
-serve all its tests), the files that grade every notebook (``SHARED_COURSE``) share one process
-(the session's executed course, tests/grader/conftest.py, serves them both), and those groups start
-first, the ones that need something before the library's (``needs``), so that neither process is
-left with a long file at the end while the other waits.
+``make test`` and ``make test-fast`` run the suite on two processes (pytest-xdist, with the
+scheduler below): the tests of one file stay in one process (a module's fixtures, a class graded
+once, serve all its tests), the files that grade every notebook (``SHARED_COURSE``) share one
+process (the session's executed course, tests/grader/conftest.py, serves them both), and those
+groups start first, the ones that need something before the library's (``needs``), so that neither
+process is left with a long file at the end while the other waits.
 """
 import os
 from pathlib import Path
@@ -94,27 +94,36 @@ def pytest_configure(config):
     os.environ["TENSORCRAFT_PROGRESS"] = "off"
 
 
-def group(item) -> str:
-    """The process group of ``item`` under pytest-xdist: its file, or the shared course."""
-    relative = _relative(item)
-    return "executed course" if relative in SHARED_COURSE else relative
+def group(nodeid: str) -> str:
+    """Which process group a test is in under pytest-xdist: its file, or the shared course."""
+    file = nodeid.split("::", 1)[0].removeprefix("tests/")
+    return "executed course" if file in SHARED_COURSE else file
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's scope scheduling, with ``group`` as the scope: a group goes to one process,
+    whole, in the order the processes collected the groups (``--no-loadscope-reorder``)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group(nodeid)
+    return ByGroup(config, log)
 
 
 NEEDS = {KERNEL, SANDBOX, BROWSER, DASK, HUB, NBGRADER}
 
 
-@pytest.hookimpl(tryfirst=True)     # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for name in sorted(needs(item) - {m.name for m in item.iter_markers()}):
             item.add_marker(name)
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        for item in items:
-            item.add_marker(pytest.mark.xdist_group(group(item)))
         # the shared course first, then the other groups that need something, then the library's; each
         # group's tests in their own order (a stable sort: every process collects the same order)
-        slow = {group(item) for item in items if NEEDS & {m.name for m in item.iter_markers()}}
-        items.sort(key=lambda item: (group(item) != "executed course", group(item) not in slow))
+        slow = {group(item.nodeid) for item in items if NEEDS & {m.name for m in item.iter_markers()}}
+        items.sort(key=lambda item: (group(item.nodeid) != "executed course", group(item.nodeid) not in slow))
     if _cuda_available():
         return
     skip = pytest.mark.skip(reason="no CUDA device on this machine (torch.cuda.is_available() is False)")
