@@ -93,13 +93,19 @@ hub-proxy:
 	else echo "no npm here: install Node.js and npm (Debian's 'nodejs' and 'npm' packages) to run the" \
 		"JupyterHub test (tests/e2e/test_jupyterhub_class.py); it is skipped until then"; fi
 
+# Two processes (pytest-xdist), one per core of a 2-core machine: much of the slow tier waits on kernels,
+# servers and browsers, and the library's tests use one core. Each file's tests stay in one process
+# (tests/conftest.py says which go together and in what order). JOBS=0: one process, as plain pytest.
+JOBS  ?= 2
+XDIST := $(if $(filter-out 0,$(JOBS)),-n $(JOBS) --dist loadscope --no-loadscope-reorder)
+
 test: $(STAMP) browser sandbox graphviz hub-proxy
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The library and the checks: no kernel, sandbox, browser, Dask, hub or nbgrader run (markers: tests/conftest.py).
 FAST := not (kernel or sandbox or browser or dask or hub or nbgrader)
 test-fast: $(STAMP) graphviz
-	$(PY) -m pytest -m "$(FAST)" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "$(FAST)" $(XDIST) $(PYTEST_ARGS)
 
 # Everything that needs a CUDA device (the cuda tests, Triton compiled natively, `grader check` with
 # its CUDA groups, the GPU benchmarks), results in $(OUT) or build/gpu-results/. Without a device

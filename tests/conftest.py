@@ -6,6 +6,13 @@ and the checks); ``make test`` runs everything; ``make test-gpu`` what is marked
 gets them from where it is, so that a new test in an existing file lands in that file's tier:
 its file (``NEEDS_BY_FILE``), the fixtures it uses (``NEEDS_BY_FIXTURE``), and its own decorators
 (in a file whose other tests need less).
+
+``make test`` and ``make test-fast`` run the suite on two processes (pytest-xdist, with the
+scheduler below): the tests of one file stay in one process (a module's fixtures, a class graded
+once, serve all its tests), the files that grade every notebook (``SHARED_COURSE``) share one
+process (the session's executed course, tests/grader/conftest.py, serves them both), and those
+groups start first, the ones that need something before the library's (``needs``), so that neither
+process is left with a long file at the end while the other waits.
 """
 import os
 from pathlib import Path
@@ -36,6 +43,7 @@ NEEDS_BY_FILE = {
     "grader/test_autograde.py": (KERNEL, NBGRADER),
     "grader/test_autograde_faults.py": (KERNEL, NBGRADER),
     "grader/test_build.py": (NBGRADER,),                               # nbgrader generate_assignment
+    "grader/test_class_report.py": (KERNEL, NBGRADER),                 # a planted class built and autograded
     "grader/test_dask_grading.py": (DASK, KERNEL, NBGRADER),
     "grader/test_exchange.py": (KERNEL, NBGRADER),
     "grader/test_execute.py": (KERNEL,),
@@ -56,10 +64,18 @@ NEEDS_BY_FIXTURE = {
 }
 
 
+# files that grade every solution notebook: in one process they share its runs (tests/grader/conftest.py)
+SHARED_COURSE = ("grader/test_check_command.py", "grader/test_pipeline.py")
+
+
+def _relative(item) -> str:
+    path = item.path.resolve()
+    return path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else str(path)
+
+
 def needs(item) -> set[str]:
     """What ``item`` needs, by its file and its fixtures (its own markers come on top)."""
-    path = item.path.resolve()
-    found = set(NEEDS_BY_FILE.get(path.relative_to(TESTS).as_posix(), ())) if path.is_relative_to(TESTS) else set()
+    found = set(NEEDS_BY_FILE.get(_relative(item), ()))
     for fixture in getattr(item, "fixturenames", ()):
         found.update(NEEDS_BY_FIXTURE.get(fixture, ()))
     return found
@@ -79,10 +95,36 @@ def pytest_configure(config):
     os.environ["TENSORCRAFT_PROGRESS"] = "off"
 
 
+def group(nodeid: str) -> str:
+    """Which process group a test is in under pytest-xdist: its file, or the shared course."""
+    file = nodeid.split("::", 1)[0].removeprefix("tests/")
+    return "executed course" if file in SHARED_COURSE else file
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's scope scheduling, with ``group`` as the scope: a group goes to one process,
+    whole, in the order the processes collected the groups (``--no-loadscope-reorder``)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group(nodeid)
+    return ByGroup(config, log)
+
+
+NEEDS = {KERNEL, SANDBOX, BROWSER, DASK, HUB, NBGRADER}
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for name in sorted(needs(item) - {m.name for m in item.iter_markers()}):
             item.add_marker(name)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # the shared course first, then the other groups that need something, then the library's; each
+        # group's tests in their own order (a stable sort: every process collects the same order)
+        slow = {group(item.nodeid) for item in items if NEEDS & {m.name for m in item.iter_markers()}}
+        items.sort(key=lambda item: (group(item.nodeid) != "executed course", group(item.nodeid) not in slow))
     if _cuda_available():
         return
     skip = pytest.mark.skip(reason="no CUDA device on this machine (torch.cuda.is_available() is False)")

@@ -1,5 +1,6 @@
 """The tiers stay true: every file given a tier exists (a renamed file would drop to the fast tier),
-and `make test-fast` leaves out every registered marker but cuda."""
+and so does every file said to share the executed course; `make test-fast` leaves out every
+registered marker but cuda."""
 import importlib.util
 import re
 from pathlib import Path
@@ -12,6 +13,11 @@ _spec.loader.exec_module(conftest)
 
 def test_every_file_given_a_tier_exists():
     assert [name for name in conftest.NEEDS_BY_FILE if not (TESTS / name).is_file()] == []
+
+
+def test_the_files_sharing_the_executed_course_exist():
+    """A renamed file would leave the process that shares the session's runs of every solution."""
+    assert [name for name in conftest.SHARED_COURSE if not (TESTS / name).is_file()] == []
 
 
 def test_make_test_fast_leaves_out_every_marker_of_a_need_but_cuda(pytestconfig):

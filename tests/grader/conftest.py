@@ -11,7 +11,9 @@ same autograde pipeline and demands the same full marks, serves every later batc
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -25,11 +27,30 @@ from grader.course import Course
 
 @pytest.fixture(scope="session")
 def built_course(tmp_path_factory) -> tuple[Course, Path]:
-    """The whole course built from solutions/ into a fresh course directory and notebooks folder."""
+    """The whole course built from solutions/ into a fresh course directory and notebooks folder.
+    Under pytest-xdist (``make test``) the run builds it once and each process takes a copy of its
+    own (a test may rebuild a notebook of it in place)."""
     root = tmp_path_factory.mktemp("built")
     course, notebooks = Course(root / "course"), root / "notebooks"
-    build(course, notebooks=notebooks)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        made = _built_once(tmp_path_factory.getbasetemp().parent)   # the folder all processes of the run share
+        shutil.copytree(made / "course", course.root)
+        shutil.copytree(made / "notebooks", notebooks)
+    else:
+        build(course, notebooks=notebooks)
     return course, notebooks
+
+
+def _built_once(shared: Path) -> Path:
+    """``shared``/built, the course built there by the first process to come; the others wait for it."""
+    made = shared / "built"
+    with (shared / "built.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (made / "complete").exists():
+            shutil.rmtree(made, ignore_errors=True)       # a process that died half-way
+            build(Course(made / "course"), notebooks=made / "notebooks")
+            (made / "complete").touch()
+    return made
 
 
 class SolutionRuns:

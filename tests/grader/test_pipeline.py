@@ -97,11 +97,20 @@ def side_by_side(built_course, tmp_path_factory):
         if stamp:
             (target.parent / "timestamp.txt").write_text(stamp)
             (folder / "timestamp.txt").write_text(stamp)
-    for assignment in built.assignments():
-        result = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", assignment, "--log-level=WARN"],
-                                cwd=theirs.root, capture_output=True, text=True)
-        assert result.returncode == 0, result.stdout + result.stderr
-    summary = autograde(root / "submissions", ours, workers=2, progress=False, feedback=False)
+    # every assignment in one `nbgrader autograde` (its assignment id is a glob of submitted/*/<id>/):
+    # one start of nbgrader and its gradebook, not one per notebook; it runs one kernel at a time, so it
+    # grades while ours does (two course directories, two gradebooks, sandbox uids never shared)
+    nbgraders = subprocess.Popen([sys.executable, "-m", "nbgrader", "autograde", "*", "--log-level=WARN"],
+                                 cwd=theirs.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        summary = autograde(root / "submissions", ours, workers=2, progress=False, feedback=False)
+    except BaseException:
+        nbgraders.kill()
+        raise
+    finally:
+        said, _ = nbgraders.communicate()
+    assert nbgraders.returncode == 0, said
+    assert {p.parent.name for p in theirs.root.glob("autograded/*/*/*.ipynb")} == set(built.assignments())
     assert summary.errors == []
     ours_by_folder = _grades(ours, {(f"{learner}-{assignment}", assignment) for learner, assignment in hand_ins})
     return (_grades(theirs, hand_ins),
