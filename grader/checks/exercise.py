@@ -34,6 +34,7 @@ from .record import show
 from .report import (CHANGED_INPUT, FAIL, FORBIDDEN, NO_ERROR, NOT_IMPLEMENTED, PASS, PENDING, RAISED, WRONG_ERROR,
                      WRONG_RESULT, CheckReport, GroupOutcome)
 from . import truths
+from .reach import answers_out_of_reach
 from .seed import hidden_seed
 from .tripwire import ForbiddenCallError, captured_forbidden, tripwire, tripwires
 
@@ -130,6 +131,9 @@ class Exercise:
     hint: str                                        # given when no mutant explains a wrong result
     forbidden: tuple[str, ...] = ()                  # dotted names replaced by tripwires
     forbidden_ops: tuple[str, ...] = ()              # operations ("outer") caught by any name or route
+    # dotted names of more helpers that compute the answer (beyond what the forbidden library functions
+    # call): out of reach of the learner's code under any name while it runs (checks/reach.py)
+    answers: tuple[str, ...] = ()
     numpy_allowed: bool = True                       # False: torch <-> numpy conversions fail the case
     extra_hints: dict[type, str] = field(default_factory=dict)  # exception type -> hint
     # How the learner's function is run on a case: by default called directly; an exercise on one
@@ -208,7 +212,7 @@ class Exercise:
             inputs = clone(args)  # the learner's own copy; ``args`` stays as the case made it
             at = {"number": number, "case": case, "args": args}
             try:
-                with self._guarded():
+                with answers_out_of_reach(self, learner_fn), self._guarded():
                     got = self.call(learner_fn, *inputs)
             except Exception as error:  # the learner's bug, reported; the check goes on
                 if is_stub(error):

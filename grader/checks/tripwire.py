@@ -20,8 +20,10 @@ cheating (which the instructor sees in the submitted source).
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import sys
+import textwrap
 import types
 import warnings
 from typing import Any, Callable, Iterator
@@ -63,15 +65,35 @@ def tripwire(path: str, exercise: str) -> Any:
     return forbidden
 
 
-def _guard_code(handler: Callable[[tuple, dict], Any]) -> types.CodeType:
-    """The code of ``def guarded(*args, **kwargs): return handler(args, kwargs)``, with ``handler`` held
-    as a constant of the code itself, so that it can replace the code of any function without a closure."""
-    placeholder = "grader: the handler goes here"
-    source = f"def guarded(*args, **kwargs):\n    return {placeholder!r}(args, kwargs)\n"
+@functools.cache
+def _guard_template(free: int) -> types.CodeType:
+    """The code of ``def guarded(*args, **kwargs): return HANDLER(args, kwargs)``, with ``free`` unused free
+    variables: a function's code can only be swapped for one with as many as its closure has cells."""
+    names = [f"_free{i}" for i in range(free)]
+    guarded = (f"def guarded(*args, **kwargs):\n    if False:\n        {', '.join(names) or 'pass'}\n"
+               f"    return {_PLACEHOLDER!r}(args, kwargs)\n")
+    source = f"def outer():\n    {' = '.join(names)} = None\n{textwrap.indent(guarded, '    ')}" if free else guarded
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)  # "'str' object is not callable": replaced below
-        code = next(c for c in compile(source, "<grader tripwire>", "exec").co_consts if isinstance(c, types.CodeType))
-    return code.replace(co_consts=tuple(handler if c == placeholder else c for c in code.co_consts))
+        todo = list(compile(source, "<grader tripwire>", "exec").co_consts)
+    while todo:
+        code = todo.pop()
+        if isinstance(code, types.CodeType):
+            if code.co_name == "guarded":
+                return code
+            todo += code.co_consts
+    raise AssertionError("the guard's source defines no guarded function")
+
+
+_PLACEHOLDER = "grader: the handler goes here"
+
+
+def _guard_code(handler: Callable[[tuple, dict], Any], free: int = 0) -> types.CodeType:
+    """The code of ``def guarded(*args, **kwargs): return handler(args, kwargs)``, with ``handler`` held
+    as a constant of the code itself, so that it can replace the code of any function (``free``: as many
+    free variables as that function's closure has cells) without a closure of its own."""
+    code = _guard_template(free)
+    return code.replace(co_consts=tuple(handler if c == _PLACEHOLDER else c for c in code.co_consts))
 
 
 @contextlib.contextmanager

@@ -26,6 +26,7 @@ import inspect
 import sys
 import textwrap
 import types
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -94,7 +95,11 @@ class Patched:
     signature (``adapt(edited, *args)``). An edit that no longer applies, or that changes nothing,
     does not stop the import: the mutant raises :class:`PatchError` when called, and ``grader check``
     fails naming it (``problem``). The object is no plain function, so that the tripwires' search
-    for a forbidden function a learner's answer holds does not mistake the helpers it calls for one."""
+    for a forbidden function a learner's answer holds does not mistake the helpers it calls for one.
+    Every one made is kept in ``made`` with the functions it compiled (``copies``): while a learner's
+    answer runs, none of them can be called (``grader.checks.reach``)."""
+
+    made: "weakref.WeakSet[Patched]" = weakref.WeakSet()
 
     def __init__(self, name: str, reference: Callable[..., Any], edits: tuple[Edit, ...],
                  adapt: Callable[..., Any] | None = None):
@@ -102,6 +107,8 @@ class Patched:
         self.reference = _own_function(reference)
         self.edits, self.adapt = edits, adapt
         self.problem: str | None = None
+        self.copies: tuple[Callable[..., Any], ...] = ()
+        Patched.made.add(self)
         try:
             self._function = self._build()
         except PatchError as error:
@@ -155,6 +162,8 @@ class Patched:
                                  f"{', edited' if own else ''}>", "exec",
                            flags=__future__.annotations.compiler_flag, dont_inherit=True)
             exec(code, namespace)
+        self.copies = tuple(f for v in namespace.values() for f in (vars(v).values() if isinstance(v, type) else (v,))
+                            if getattr(f, "__globals__", None) is namespace)   # its functions, its classes' methods
         return namespace[self.reference.__name__]
 
 
