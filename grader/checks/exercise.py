@@ -34,7 +34,7 @@ from .record import show
 from .report import (CHANGED_INPUT, FAIL, FORBIDDEN, NO_ERROR, NOT_IMPLEMENTED, PASS, PENDING, RAISED, WRONG_ERROR,
                      WRONG_RESULT, CheckReport, GroupOutcome)
 from . import truths
-from .reach import answers_out_of_reach
+from .reach import answer_helpers, answers_out_of_reach
 from .seed import hidden_seed
 from .tripwire import ForbiddenCallError, captured_forbidden, tripwire, tripwires
 
@@ -134,6 +134,7 @@ class Exercise:
     # dotted names of more helpers that compute the answer (beyond what the forbidden library functions
     # call): out of reach of the learner's code under any name while it runs (checks/reach.py)
     answers: tuple[str, ...] = ()
+    given: tuple[str, ...] = ()   # library helpers the statement hands the learner: never out of reach
     numpy_allowed: bool = True                       # False: torch <-> numpy conversions fail the case
     extra_hints: dict[type, str] = field(default_factory=dict)  # exception type -> hint
     # How the learner's function is run on a case: by default called directly; an exercise on one
@@ -200,6 +201,7 @@ class Exercise:
                                 reason=reason, difference=what, error=type(error).__name__ if error else "",
                                 note=case.note if case else "", mutant=getattr(hint, "mutant", ""))
 
+        answer_helpers(self)  # read before the tripwires replace their names (checks/reach.py)
         captured = captured_forbidden(learner_fn, self.forbidden, exercise=self.name,
                                       also={self._reference_label: self.reference})
         if captured is not None:
@@ -212,7 +214,7 @@ class Exercise:
             inputs = clone(args)  # the learner's own copy; ``args`` stays as the case made it
             at = {"number": number, "case": case, "args": args}
             try:
-                with answers_out_of_reach(self, learner_fn), self._guarded():
+                with self._guarded(), answers_out_of_reach(self, learner_fn):
                     got = self.call(learner_fn, *inputs)
             except Exception as error:  # the learner's bug, reported; the check goes on
                 if is_stub(error):

@@ -301,6 +301,7 @@ GROUP_FUSIBLE = Exercise(
          "not sealed), else it starts a group; then every group it reads but did not join is sealed; return the "
          "groups of two or more members",
     forbidden=(f"{FUSION}.group_fusible.library", f"{FUSION}._can_join", f"{FUSION}._recompute_closure"),
+    given=(f"{FUSION}.classify",),
     extra_hints={
         OpaqueOpFused: "only a node whose classify(node) is not None may go in a group: elementwise ops and "
                        "last-axis sums/means/maxima; a matmul, a reshape or a conversion stays a torch call",
@@ -591,6 +592,7 @@ PLAN_MEMORY = Exercise(
          "value's lifetime ended before this kernel's step (strictly), of the same dtype and device: the smallest "
          "that fits, else grow the largest free one, else add a slot; remember until when the slot is busy",
     forbidden=(f"{MEMORY}.plan_memory.library",),
+    given=(f"{MEMORY}.frees_at_last_use", f"{MEMORY}.measure_peaks"),
     extra_hints={
         LiveBufferReused: "a slot is free for a new value only after the step of its current value's last use: "
                           "compare lifetime[old] < step of the kernel that writes the new value (strictly: at the "

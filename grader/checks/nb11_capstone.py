@@ -480,6 +480,7 @@ MERGE_VIEWS = Exercise(
          "[inner[i] for i in outer]; create the node with aliases= the inner view's input and put it in with "
          "graph.replace(node, [new])",
     forbidden=FORBIDDEN_VIEWS,
+    given=("tensorcraft.compiler.passes.views.permutation_of",),
     extra_hints={
         ValueError: "the graph refused a change (its message names the node): create new nodes with graph.create, "
                     "put them in with graph.replace(old, [new]), and remove nothing that another node still reads",

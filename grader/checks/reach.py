@@ -9,8 +9,11 @@ to a trivial fix (``int(...)`` of a result that is a float, one argument flipped
   is the library with one change;
 - the library's helpers behind a forbidden stage: whatever the library's own function of each stage the
   exercise forbids (``<stage>.library``) calls in its module, each forbidden library function and what it
-  calls, and the exercise's ``answers`` (helpers elsewhere that compute the answer);
-- every function of a notebook's checks module (``grader.checks.nbNN_*``: the ground-truth references).
+  calls, each forbidden stage (the pipeline's function, kept under a name of its own), the exercise's
+  ``answers`` (helpers elsewhere that compute the answer); not those the statement hands the learner
+  (the exercise's ``given``);
+- every function of a notebook's checks module (``grader.checks.nbNN_*``: the ground-truth references), of
+  the truths kept once per worker (``grader.checks.truths``), and ``Exercise._expected``.
 
 :func:`answers_out_of_reach` puts them all out of reach for one call of the learner's function (never
 around the diagnosis, which runs the mutants themselves): each function's code is swapped for a guard
@@ -36,7 +39,7 @@ import tensorcraft
 from ..mutants import REGISTRY, Patched, _called_functions
 from .tripwire import ForbiddenCallError, _guard_code, _resolve
 
-ANSWER_MODULES = re.compile(r"grader\.mutants(\..+)?|grader\.checks\.nb\d\d_\w+")
+ANSWER_MODULES = re.compile(r"grader\.mutants(\..+)?|grader\.checks\.(nb\d\d_\w+|truths)")
 HINT = "write this step yourself, with the operations the exercise names"
 # Code in these folders may call a helper while the learner's function runs: the course's packages and
 # installed ones (torch calling a backend). A notebook's cells, a test's file, exec'd text are the learner's.
@@ -112,7 +115,7 @@ _HELPERS: dict[tuple, dict[types.FunctionType, str]] = {}
 
 def answer_helpers(exercise: Any) -> dict[types.FunctionType, str]:
     """The library and check helpers that compute ``exercise``'s answer (function -> its dotted name);
-    read before any tripwire replaces a name."""
+    first read before any tripwire replaces a name (``Exercise._run_group``), then kept."""
     checks = sorted(n for n in list(sys.modules) if ANSWER_MODULES.fullmatch(n) and n.startswith("grader.checks"))
     key = (exercise.id, id(exercise), tuple(checks))
     if key in _HELPERS:
@@ -124,12 +127,20 @@ def answer_helpers(exercise: Any) -> dict[types.FunctionType, str]:
         except (ImportError, AttributeError):
             continue
         value = getattr(owner, name)
+        if hasattr(value, "stage_name") and isinstance(value, types.FunctionType):
+            found.setdefault(value, path)   # a forbidden stage, kept under a name of its own: the pipeline's only
+            continue
         stage = name == "library" and hasattr(owner, "stage_name")
         if isinstance(value, types.FunctionType) and not hasattr(value, "stage_name") and \
                 (stage or path in exercise.answers or value.__module__.startswith("tensorcraft")):
             for fn in _own_functions(value):
                 if not (stage and fn is value):   # the stage's own function: tripwire._stage_out_of_reach
                     found.setdefault(fn, f"{fn.__module__}.{fn.__qualname__}")
+    for path in exercise.given:
+        owner, name = _resolve(path)
+        found.pop(getattr(owner, name), None)
+    expected = next(vars(c)["_expected"] for c in type(exercise).__mro__ if "_expected" in vars(c))
+    found.setdefault(expected, f"check_{exercise.name}'s ground truth")
     for name in checks:
         for value in vars(sys.modules[name]).values():
             if isinstance(value, types.FunctionType) and value.__module__ == name and not value.__name__.startswith("check_"):
@@ -174,7 +185,8 @@ class _RefuseImports:
 @contextlib.contextmanager
 def answers_out_of_reach(exercise: Any, learner_fn: Callable[..., Any]) -> Iterator[None]:
     """For the block (one call of ``learner_fn``), every mutant and every answer helper of ``exercise``
-    raises :class:`ForbiddenCallError` when the learner's code calls it, under any name."""
+    raises :class:`ForbiddenCallError` when the learner's code calls it, under any name. Entered inside the
+    tripwires: a stage's guard (``tripwire._stage_out_of_reach``) knows the pipeline by its code as it was."""
     mutants = mutant_functions()
     if isinstance(learner_fn, Patched) or learner_fn in mutants:
         yield   # the grader runs its own mutant as an answer

@@ -127,3 +127,18 @@ def test_every_mutant_and_check_helper_is_covered():
     helpers = reach.answer_helpers(FLOPS).values()
     assert {"tensorcraft.einstein.path.walk", "tensorcraft.einstein.path.contraction_step",
             "tensorcraft.einstein.path.flop_count", "grader.checks.nb04_einsum_fast._flops_reference"} <= set(helpers)
+
+
+def test_the_checks_own_truth_and_a_forbidden_stage_kept_in_a_dict_are_refused():
+    """``Exercise._expected`` reads the kept truth (``checks/truths.py``) or the reference; a forbidden stage kept
+    under a name of its own would run the library's own function: both refuse the learner's code."""
+    from grader.checks.exercise import Case
+    kept = {"stage": tensorcraft.einstein.path.contract_path}
+
+    flops_expected, case = FLOPS._expected, ("ij,jk->ik", (2, 3), (3, 4), [(0, 1)])
+
+    def by_truth(inputs, output, sizes, path):
+        return flops_expected(Case(case), case)
+    _refused(FLOPS, by_truth, "ground truth")
+    _refused(FLOPS, lambda inputs, output, sizes, path: kept["stage"]("ij,jk->ik", (2, 3), (3, 4)),
+             "tensorcraft.einstein.path.contract_path")

@@ -68,9 +68,10 @@ def test_an_invalid_greedy_path_fails_with_the_positions_hint():
 def test_a_flop_count_without_the_addition_gets_that_hint():
     wrong = next(m for m in mutants_for("nb04_einsum_fast.path_flops") if m.name == "path_flops_without_the_addition")
 
-    def learner(inputs, output, sizes, path):  # the same mistake, written differently
-        return wrong.fn(inputs, output, sizes, path) + 0
-
+    # the same mistake, written into the notebook's own answer (a mutant called from an answer is refused)
+    learner = solution("04_einsum_fast", "path_flops",
+                       edits=(("operations = max(1, len(step) - 1) + (1 if touched - result else 0)",
+                               "operations = max(1, len(step) - 1)"),))
     report = nb04.PATH_FLOPS.run(learner, cuda_available=False)
     assert report.failed and report.failed[0].hint == wrong.hint
 
