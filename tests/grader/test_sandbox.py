@@ -225,3 +225,23 @@ def test_the_checkout_the_course_code_comes_from_is_hidden_but_its_packages_are_
     inside = {p.relative_to(REPO).parts[0] for p in readable if p.is_relative_to(REPO)}
     assert inside <= {"grader", "lib", Path(sys.prefix).name}, inside
     assert REPO not in readable and REPO / "lib" not in readable
+
+
+@needs_sandbox
+def test_a_graded_cell_can_read_no_solution_and_import_no_test(tmp_path):
+    """Issue 20: the sandbox shows the kernel only what the checks need. A graded cell that reads the
+    instructor's solutions or imports the test suite (its solution_cells hold every right answer) fails;
+    the checks themselves still import."""
+    solutions, tests = REPO / "solutions", REPO / "tests"
+    assert (solutions / "04_einsum_fast.py").exists() and (tests / "grader" / "solution_cells.py").exists()
+    notebook, executor = _run_cells(_sandbox(tmp_path, "box"), [
+        f"open({str(solutions / '04_einsum_fast.py')!r}).read()",
+        f"import os\nos.listdir({str(solutions)!r})",
+        "import tests",
+        f"import sys\nsys.path.append({str(tests / 'grader')!r})\nimport solution_cells",
+        "import grader.checks.nb04_einsum_fast\nprint('checks import')"])
+    errors = [[o.ename for o in cell.outputs if o.output_type == "error"] for cell in notebook.cells]
+    assert errors[:4] == [["FileNotFoundError"], ["FileNotFoundError"], ["ModuleNotFoundError"],
+                          ["ModuleNotFoundError"]], errors
+    assert errors[4] == [] and notebook.cells[4].outputs[0].text == "checks import\n"
+    assert executor.lost is None
