@@ -14,6 +14,7 @@ import tensorcraft.einstein.api as einstein_api
 
 from .compare import describe, mismatch
 from .exercise import Case, Exercise, Group, as_call
+from .reach import EQUATION_READERS
 from .spy import counting
 from .tripwire import ForbiddenCallError
 
@@ -228,6 +229,7 @@ OUTPUT_SHAPE = Exercise(
     hint="the result has one axis per letter after '->', in that order, each as long as the axes that "
          "letter names in the inputs",
     forbidden=EINSUM_NAMES,
+    answers=EQUATION_READERS,
     forbidden_ops=("einsum",),  # torch.einsum by any route: torch.ops.aten.einsum, a reference kept in a dict
     extra_hints={NotAShapeError: "return a tuple of Python ints, such as (4, 2): tuple(...) of a list, "
                                  "and int(...) of anything that is no int",

@@ -16,6 +16,7 @@ import tensorcraft.einstein.api as einstein_api
 from tensorcraft.einstein.parse import EinsumError
 
 from .exercise import Case, Exercise, Group, as_call
+from .reach import EQUATION_READERS
 from .tripwire import ForbiddenCallError
 
 # Captured at import, so that tripwires set while a learner's code runs do not reach our own use.
@@ -154,6 +155,7 @@ INFER_OUTPUT = Exercise(
     call=run_infer_output,
     show=lambda inputs: f"infer_output({inputs!r})",
     parts=("your answer", "tc.einsum's result with your infer_output"),
+    answers=EQUATION_READERS,
     forbidden=EINSUM_NAMES + ("tensorcraft.einstein.infer.infer_output.library",  # first: the stage holds it
                               "tensorcraft.einstein.infer.infer_output", "tensorcraft.einstein.infer_output"),
     forbidden_ops=EINSUM_OPS,
@@ -299,6 +301,7 @@ VALIDATE_EQUATION = Exercise(
     hint="go through the rules in order: the characters (letters, ',', spaces, '...', one '->'), the ellipses, "
          "the number of terms, each term's letters against its operand's dimensions, then the output's letters",
     forbidden=EINSUM_NAMES,
+    answers=EQUATION_READERS,
     forbidden_ops=EINSUM_OPS,
     extra_hints={RuntimeError: NOT_VALUE_ERROR, AssertionError: NOT_VALUE_ERROR},
 )
@@ -408,6 +411,7 @@ LABEL_SIZES = Exercise(
          "repeated letter needs equal sizes; across operands sizes must be equal or 1, and the size that is "
          "not 1 wins; raise ValueError otherwise",
     forbidden=EINSUM_NAMES,
+    answers=EQUATION_READERS,
     forbidden_ops=EINSUM_OPS,
     extra_hints={RuntimeError: NOT_VALUE_ERROR, AssertionError: NOT_VALUE_ERROR},
 )

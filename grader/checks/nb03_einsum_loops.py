@@ -18,6 +18,7 @@ from tensorcraft.einstein import loops
 from tensorcraft.stages import substitute
 
 from .exercise import Case, Exercise, Group, as_call, on_meta
+from .reach import EQUATION_READERS
 
 # What a learner would reach for instead of loops. (Python's own sum() stays allowed.)
 NOT_LOOPS = (
@@ -366,6 +367,7 @@ COUNT_ITERATIONS = Exercise(
     forbidden=("torch.einsum", "numpy.einsum", "tensorcraft.einsum", "opt_einsum.contract_path",
                "tensorcraft.einstein.parse.parse_equation", "tensorcraft.einstein.path.contract_path",
                "tensorcraft.einstein.loops.count_iterations.library", "numpy._core.einsumfunc.c_einsum"),
+    answers=EQUATION_READERS,
     forbidden_ops=("einsum",),
     call=_count_through_library,
     show=as_call("count_iterations"),

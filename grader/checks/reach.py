@@ -40,6 +40,15 @@ from ..mutants import REGISTRY, Patched, _called_functions
 from .tripwire import ForbiddenCallError, _guard_code, _resolve
 
 ANSWER_MODULES = re.compile(r"grader\.mutants(\..+)?|grader\.checks\.(nb\d\d_\w+|truths)")
+# Library functions that read an einsum equation and return (or raise) what the parsing exercises ask: the
+# output's letters, each letter's size, the result's shape, whether the equation is valid (``answers`` of
+# notebooks 01-03; the pipeline's stages among them run a substitute where one is in force)
+LOOPS, PARSE = "tensorcraft.einstein.loops", "tensorcraft.einstein.parse"
+EQUATION_READERS = (f"{LOOPS}.bind_call", f"{LOOPS}.einsum_by_definition", f"{LOOPS}.generated_function",
+                    f"{LOOPS}.einsum_loops", f"{LOOPS}.einsum_loops.library", f"{LOOPS}.loop_code",
+                    f"{LOOPS}.loop_code.library", f"{LOOPS}.count_iterations", f"{LOOPS}.count_iterations.library",
+                    "tensorcraft.einstein.api.build_plan", f"{PARSE}.parse_terms", f"{PARSE}.bind",
+                    "tensorcraft.einstein.infer.infer_output", "tensorcraft.einstein.infer.infer_output.library")
 HINT = "write this step yourself, with the operations the exercise names"
 # Code in these folders may call a helper while the learner's function runs: the course's packages and
 # installed ones (torch calling a backend). A notebook's cells, a test's file, exec'd text are the learner's.
@@ -53,11 +62,19 @@ def _trusted(code: types.CodeType) -> bool:
 
 
 def _is_mutants(fn: Any) -> bool:
-    return (getattr(fn, "__module__", None) or "").startswith("grader.mutants") or \
-        getattr(getattr(fn, "__code__", None), "co_filename", "").startswith("<mutant ")
+    """Defined in a mutants module (by the globals it runs in: a function's ``__module__`` can be set)."""
+    if isinstance(fn, type):
+        return (getattr(fn, "__module__", None) or "").startswith("grader.mutants")
+    return str(getattr(fn, "__globals__", {}).get("__name__", "")).startswith("grader.mutants")
 
 
-def _gather(value: Any, found: dict[types.FunctionType, str], label: str, depth: int = 0) -> None:
+def grader_own(fn: Any) -> bool:
+    """A mutant the grader itself made (``grader check`` runs each as an answer), not one a learner built."""
+    return getattr(fn, "grader_own", False) if isinstance(fn, Patched) else \
+        isinstance(fn, types.FunctionType) and _is_mutants(fn)
+
+
+def _gather(value: Any, found: dict[types.FunctionType, str], depth: int = 0) -> None:
     """The functions of the mutants package that ``value`` is or holds (a Patched: what it compiled)."""
     if isinstance(value, types.FunctionType):
         if _is_mutants(value):
@@ -65,23 +82,23 @@ def _gather(value: Any, found: dict[types.FunctionType, str], label: str, depth:
     elif isinstance(value, Patched):
         for copy in value.copies:
             found.setdefault(copy, f"the mutant {value.__name__} (its copy of {copy.__qualname__})")
-        _gather(value.adapt, found, label, depth + 1)
+        _gather(value.adapt, found, depth + 1)
     elif isinstance(value, (staticmethod, classmethod)):
-        _gather(value.__func__, found, label, depth)
+        _gather(value.__func__, found, depth)
     elif isinstance(value, property):
         for part in (value.fget, value.fset, value.fdel):
-            _gather(part, found, label, depth)
+            _gather(part, found, depth)
     elif isinstance(value, type) and _is_mutants(value):
         for member in vars(value).values():
-            _gather(member, found, label, depth + 1)
+            _gather(member, found, depth + 1)
     elif depth < 3 and isinstance(value, (tuple, list, set, frozenset)):
         for item in value:
-            _gather(item, found, label, depth + 1)
+            _gather(item, found, depth + 1)
     elif depth < 3 and isinstance(value, dict):
         for item in value.values():
-            _gather(item, found, label, depth + 1)
+            _gather(item, found, depth + 1)
     elif hasattr(value, "func") and callable(value):   # functools.partial
-        _gather(value.func, found, label, depth + 1)
+        _gather(value.func, found, depth + 1)
 
 
 _MUTANTS: dict[tuple, dict[types.FunctionType, str]] = {}
@@ -89,17 +106,16 @@ _MUTANTS: dict[tuple, dict[types.FunctionType, str]] = {}
 
 def mutant_functions() -> dict[types.FunctionType, str]:
     """Every function of the loaded mutants modules, the copies every patched mutant compiled included
-    (function -> how to name it)."""
-    modules = [m for n, m in list(sys.modules.items()) if n == "grader.mutants" or n.startswith("grader.mutants.")]
-    key = (len(modules), sum(map(len, REGISTRY.values())), len(Patched.made))
+    (function -> how to name it). Kept until a module is imported or a mutant made."""
+    key = (len(sys.modules), len(REGISTRY), sum(map(len, REGISTRY.values())), len(Patched.made))
     if key not in _MUTANTS:
         found: dict[types.FunctionType, str] = {}
-        for module in modules:
-            _gather(vars(module), found, module.__name__)
-        for entries in REGISTRY.values():
-            _gather([m.fn for m in entries], found, "a mutant")
+        for name, module in list(sys.modules.items()):
+            if name == "grader.mutants" or name.startswith("grader.mutants."):
+                _gather(vars(module), found)
+        _gather([m.fn for entries in REGISTRY.values() for m in entries], found)
         for made in list(Patched.made):
-            _gather(made, found, "a mutant")
+            _gather(made, found)
         _MUTANTS.clear()
         _MUTANTS[key] = found
     return _MUTANTS[key]
@@ -111,15 +127,17 @@ def _own_functions(fn: types.FunctionType) -> list[types.FunctionType]:
 
 
 _HELPERS: dict[tuple, dict[types.FunctionType, str]] = {}
+_LATEST: dict[int, dict[types.FunctionType, str]] = {}   # id(exercise) -> its helpers as last read
 
 
 def answer_helpers(exercise: Any) -> dict[types.FunctionType, str]:
     """The library and check helpers that compute ``exercise``'s answer (function -> its dotted name);
     first read before any tripwire replaces a name (``Exercise._run_group``), then kept."""
-    checks = sorted(n for n in list(sys.modules) if ANSWER_MODULES.fullmatch(n) and n.startswith("grader.checks"))
-    key = (exercise.id, id(exercise), tuple(checks))
+    key = (exercise.id, id(exercise), len(sys.modules))
     if key in _HELPERS:
+        _LATEST[id(exercise)] = _HELPERS[key]
         return _HELPERS[key]
+    checks = sorted(n for n in list(sys.modules) if ANSWER_MODULES.fullmatch(n) and n.startswith("grader.checks"))
     found: dict[types.FunctionType, str] = {}
     for path in exercise.forbidden + exercise.answers:
         try:
@@ -130,11 +148,11 @@ def answer_helpers(exercise: Any) -> dict[types.FunctionType, str]:
         if hasattr(value, "stage_name") and isinstance(value, types.FunctionType):
             found.setdefault(value, path)   # a forbidden stage, kept under a name of its own: the pipeline's only
             continue
-        stage = name == "library" and hasattr(owner, "stage_name")
+        stage = name == "library" and hasattr(owner, "stage_name") and path in exercise.forbidden
         if isinstance(value, types.FunctionType) and not hasattr(value, "stage_name") and \
                 (stage or path in exercise.answers or value.__module__.startswith("tensorcraft")):
             for fn in _own_functions(value):
-                if not (stage and fn is value):   # the stage's own function: tripwire._stage_out_of_reach
+                if not (stage and fn is value):   # a forbidden stage's own function: tripwire._stage_out_of_reach
                     found.setdefault(fn, f"{fn.__module__}.{fn.__qualname__}")
     for path in exercise.given:
         owner, name = _resolve(path)
@@ -145,65 +163,105 @@ def answer_helpers(exercise: Any) -> dict[types.FunctionType, str]:
         for value in vars(sys.modules[name]).values():
             if isinstance(value, types.FunctionType) and value.__module__ == name and not value.__name__.startswith("check_"):
                 found.setdefault(value, f"{name}.{value.__qualname__}")
-    _HELPERS[key] = found
+    _HELPERS[key] = _LATEST[id(exercise)] = found
     return found
 
 
-def _refusing(label: str, exercise: str) -> Callable[[tuple, dict], Any]:
+# The check in progress, for the guards' messages; the refusals it has met (``_refused``)
+_NOW: dict[str, Any] = {"exercise": "", "refused": []}
+_GUARDS: dict[types.FunctionType, types.CodeType] = {}   # each function's guard, made once
+_TWINS: dict[types.FunctionType, types.FunctionType] = {}  # a helper's own code, for the callers it trusts
+
+
+def _refused(message: str) -> ForbiddenCallError:
+    """The error to raise, kept: a learner's code that catches it and goes on still fails the case."""
+    _NOW["refused"].append(ForbiddenCallError(message, HINT))
+    return _NOW["refused"][-1]
+
+
+def _refusing(label: str) -> Callable[[tuple, dict], Any]:
     def handler(args: tuple, kwargs: dict) -> Any:
         called = f"the mutant {args[0].__name__}" if args and isinstance(args[0], Patched) else label
-        raise ForbiddenCallError(f"your code called {called}, one of the grader's known wrong answers (or a helper "
-                                 f"of theirs), while the exercise '{exercise}' asks you to write it yourself", HINT)
+        raise _refused(f"your code called {called}, one of the grader's known wrong answers (or a helper of "
+                       f"theirs), while the exercise '{_NOW['exercise']}' asks you to write it yourself")
     return handler
 
 
-def _from_trusted_code(fn: types.FunctionType, label: str, exercise: str) -> Callable[[tuple, dict], Any]:
-    twin = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-    twin.__kwdefaults__ = fn.__kwdefaults__
-
+def _from_trusted_code(fn: types.FunctionType, label: str) -> Callable[[tuple, dict], Any]:
     def handler(args: tuple, kwargs: dict) -> Any:
         if not _trusted(sys._getframe(2).f_code):  # 0: this handler, 1: the guard, 2: its caller
-            raise ForbiddenCallError(f"your code called {label}, which computes what the exercise '{exercise}' "
-                                     f"asks you to write", HINT)
-        return twin(*args, **kwargs)
+            raise _refused(f"your code called {label}, which computes what the exercise '{_NOW['exercise']}' "
+                           f"asks you to write")
+        return _TWINS[fn](*args, **kwargs)
     return handler
+
+
+def _guard(fn: types.FunctionType, label: str, helper: bool) -> types.CodeType:
+    """The code ``fn`` runs while guarded; for a helper, its own code kept as a twin for trusted callers."""
+    if helper and (fn not in _TWINS or _TWINS[fn].__code__ is not fn.__code__):
+        _TWINS[fn] = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+        _TWINS[fn].__kwdefaults__ = fn.__kwdefaults__
+    if fn not in _GUARDS:
+        _GUARDS[fn] = _guard_code(_from_trusted_code(fn, label) if helper else _refusing(label),
+                                  len(fn.__code__.co_freevars))
+    return _GUARDS[fn]
+
+
+_PLANS: dict[int, tuple[dict, dict, list[tuple[types.FunctionType, types.CodeType]]]] = {}
+
+
+def _guards(exercise: Any) -> list[tuple[types.FunctionType, types.CodeType]]:
+    """(function, the code it runs while guarded) for every mutant and answer helper of ``exercise``; kept
+    while neither list changes, each helper's twin renewed when its code changed."""
+    mutants = mutant_functions()
+    helpers = _LATEST.get(id(exercise)) or answer_helpers(exercise)  # read before the tripwires (_run_group)
+    kept = _PLANS.get(id(exercise))
+    if kept is None or kept[0] is not mutants or kept[1] is not helpers:
+        pairs = [(fn, _guard(fn, label, helper=False)) for fn, label in mutants.items()]
+        pairs += [(fn, _guard(fn, label, helper=True)) for fn, label in helpers.items() if fn not in mutants]
+        kept = _PLANS[id(exercise)] = (mutants, helpers, pairs)
+    for fn, label in helpers.items():
+        if fn not in mutants:
+            _guard(fn, label, helper=True)
+    return kept[2]
 
 
 class _RefuseImports:
     """A meta path finder: a mutants or checks module not imported yet cannot be imported now."""
 
-    def __init__(self, exercise: str):
-        self.exercise = exercise
-
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
         if ANSWER_MODULES.fullmatch(fullname):
-            raise ForbiddenCallError(f"your code imported {fullname} while the check of '{self.exercise}' ran: "
-                                     "the grader's own modules hold no answer to use", HINT)
+            raise _refused(f"your code imported {fullname} while the check of '{_NOW['exercise']}' ran: "
+                           "the grader's own modules hold no answer to use")
         return None
 
 
 @contextlib.contextmanager
 def answers_out_of_reach(exercise: Any, learner_fn: Callable[..., Any]) -> Iterator[None]:
     """For the block (one call of ``learner_fn``), every mutant and every answer helper of ``exercise``
-    raises :class:`ForbiddenCallError` when the learner's code calls it, under any name. Entered inside the
-    tripwires: a stage's guard (``tripwire._stage_out_of_reach``) knows the pipeline by its code as it was."""
-    mutants = mutant_functions()
-    if isinstance(learner_fn, Patched) or learner_fn in mutants:
+    raises :class:`ForbiddenCallError` when the learner's code calls it, under any name; the block raises it
+    even when the learner's code caught it and went on. Entered inside the tripwires: a stage's guard
+    (``tripwire._stage_out_of_reach``) knows the pipeline by its code as it was."""
+    if grader_own(learner_fn):
         yield   # the grader runs its own mutant as an answer
         return
-    name = exercise.name
-    guards = [(fn, _refusing(label, name)) for fn, label in mutants.items()]
-    guards += [(fn, _from_trusted_code(fn, label, name)) for fn, label in answer_helpers(exercise).items()
-               if fn not in mutants]
+    refused: list[ForbiddenCallError] = []
+    _NOW.update(exercise=exercise.name, refused=refused)
     swapped: list[tuple[types.FunctionType, types.CodeType]] = []
-    finder = _RefuseImports(name)
+    finder = _RefuseImports()
     sys.meta_path.insert(0, finder)
     try:
-        for fn, handler in guards:
-            original = fn.__code__
-            fn.__code__ = _guard_code(handler, len(original.co_freevars))
-            swapped.append((fn, original))
-        yield
+        for fn, guard in _guards(exercise):
+            swapped.append((fn, fn.__code__))
+            fn.__code__ = guard
+        try:
+            yield
+        except Exception:
+            if refused:
+                raise refused[0] from None
+            raise
+        if refused:
+            raise refused[0]
     finally:
         for fn, original in reversed(swapped):
             fn.__code__ = original

@@ -108,6 +108,7 @@ class Patched:
         self.edits, self.adapt = edits, adapt
         self.problem: str | None = None
         self.copies: tuple[Callable[..., Any], ...] = ()
+        self.grader_own = _made_in_a_mutants_module()
         Patched.made.add(self)
         try:
             self._function = self._build()
@@ -165,6 +166,15 @@ class Patched:
         self.copies = tuple(f for v in namespace.values() for f in (vars(v).values() if isinstance(v, type) else (v,))
                             if getattr(f, "__globals__", None) is namespace)   # its functions, its classes' methods
         return namespace[self.reference.__name__]
+
+
+def _made_in_a_mutants_module() -> bool:
+    """Whether the code making a Patched (the first caller outside this module) is a mutants module's: the
+    grader's own mutant, which ``grader check`` runs as an answer, not a copy a learner made."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    return frame is not None and str(frame.f_globals.get("__name__", "")).startswith(f"{__name__}.")
 
 
 def _called_functions(fn: Callable[..., Any], module: Any) -> list[Callable[..., Any]]:

@@ -73,6 +73,8 @@ def test_a_patch_the_learner_makes_of_the_library_is_refused():
         copy = patched("nb99_learner.copy", "copy", library_path_flops, ("return sum(", "return 0 + sum("), hint="")
         _refused(FLOPS, lambda *args: copy(*args), "copy")
         _refused(FLOPS, lambda *args: copy._function(*args), "copy")
+        assert not copy.grader_own and FLOPS.run(copy, cuda_available=False).failed  # handed in as the answer itself
+        assert FLOPS.run(copy._function, cuda_available=False).failed
     finally:
         REGISTRY.pop("nb99_learner.copy", None)
 
@@ -142,3 +144,17 @@ def test_the_checks_own_truth_and_a_forbidden_stage_kept_in_a_dict_are_refused()
     _refused(FLOPS, by_truth, "ground truth")
     _refused(FLOPS, lambda inputs, output, sizes, path: kept["stage"]("ij,jk->ik", (2, 3), (3, 4)),
              "tensorcraft.einstein.path.contract_path")
+
+
+def test_a_library_function_that_reads_the_equation_is_refused_even_when_its_error_is_caught():
+    """count_iterations' own function parses the equation (raising on an invalid one): a validator that calls
+    it and turns whatever it raises into a ValueError fails, though it catches the refusal too."""
+    from grader.checks import nb02_einsum_parsing as nb02
+    from tensorcraft.einstein.loops import count_iterations as counted
+
+    def validate_equation(equation, ndims):
+        try:
+            counted.library(equation, *[(2,) * n for n in ndims])
+        except Exception as error:
+            raise ValueError(str(error)) from None
+    _refused(nb02.VALIDATE_EQUATION, validate_equation, "tensorcraft.einstein.loops.count_iterations")
