@@ -10,6 +10,8 @@ outer``, ``op=torch.outer`` as a default, a closure): :func:`captured_forbidden`
 following the names the learner's code refers to. ``Exercise`` also turns its own reference into a
 tripwire while the learner's code runs. A swappable stage's own function, listed by its ``.library``
 path, is out of reach under any name: its code itself refuses every caller but the pipeline's stage.
+Everything else within the kernel's reach that gives an answer (mutants, the library's helpers behind a
+stage, a check's own ground truth) is put out of reach the same way by ``checks/reach.py``.
 
 What is not listed stays callable: another library's equivalent (``numpy.outer``), an internal
 alias (``torch._C._VariableFunctions.outer``), or a different operation that computes the same

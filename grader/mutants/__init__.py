@@ -15,7 +15,8 @@ piece of text that occurs exactly once, compiled apart from the module), so the 
 one copy and ``grader check`` proves every patch still applies; a small standalone wrong answer
 (a transposed result, a wrong constant, wrong values written out) is written as a plain function
 (:func:`mutant`). A helper with switches that gives the right answer with them off is neither, and
-no module has one.
+no module has one. A patched mutant is still the library with one change, which a small fix can undo:
+while a learner's function runs, no function of this package can be called (``grader.checks.reach``).
 """
 from __future__ import annotations
 
