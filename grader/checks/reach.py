@@ -9,9 +9,9 @@ to a trivial fix (``int(...)`` of a result that is a float, one argument flipped
   is the library with one change;
 - the library's helpers behind a forbidden stage: whatever the library's own function of each stage the
   exercise forbids (``<stage>.library``) calls in its module, each forbidden library function and what it
-  calls, each forbidden stage (the pipeline's function, kept under a name of its own), the exercise's
-  ``answers`` (helpers elsewhere that compute the answer); not those the statement hands the learner
-  (the exercise's ``given``);
+  calls, each forbidden stage (the pipeline's function, kept under a name of its own) and library class
+  (its ``__init__``), the exercise's ``answers`` (helpers elsewhere that compute the answer); not those
+  the statement hands the learner (the exercise's ``given``);
 - every function of a notebook's checks module (``grader.checks.nbNN_*``: the ground-truth references), of
   the truths kept once per worker (``grader.checks.truths``), and ``Exercise._expected``.
 
@@ -147,6 +147,10 @@ def answer_helpers(exercise: Any) -> dict[types.FunctionType, str]:
         except (ImportError, AttributeError):
             continue
         value = getattr(owner, name)
+        if isinstance(value, type) and value.__module__.startswith("tensorcraft") and \
+                isinstance(vars(value).get("__init__"), types.FunctionType):
+            found.setdefault(vars(value)["__init__"], path)   # a forbidden class: no instance made by the learner
+            continue
         if hasattr(value, "stage_name") and isinstance(value, types.FunctionType):
             found.setdefault(value, path)   # a forbidden stage, kept under a name of its own: the pipeline's only
             continue

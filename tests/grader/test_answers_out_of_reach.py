@@ -129,6 +129,9 @@ def test_every_mutant_and_check_helper_is_covered():
     helpers = reach.answer_helpers(FLOPS).values()
     assert {"tensorcraft.einstein.path.walk", "tensorcraft.einstein.path.contraction_step",
             "tensorcraft.einstein.path.flop_count", "grader.checks.nb04_einsum_fast._flops_reference"} <= set(helpers)
+    from grader.checks import nb11_capstone
+    from tensorcraft.compiler.examples import TransformerBlock
+    assert TransformerBlock.__init__ in reach.answer_helpers(nb11_capstone.EXERCISES["block"])
 
 
 def test_the_checks_own_truth_and_a_forbidden_stage_kept_in_a_dict_are_refused():
