@@ -23,14 +23,17 @@ from typing import Any
 
 # Modules whose every top-level object the checks rely on; the assignment's own check module is added.
 MACHINERY = ("grader.checks.exercise", "grader.checks.compare", "grader.checks.tripwire", "grader.checks.ops",
-             "grader.checks.report", "grader.checks.record", "grader.checks.seed", "grader.checks.devices", "grader.checks.truths", "grader.mutants",
+             "grader.checks.report", "grader.checks.record", "grader.checks.seed", "grader.checks.devices", "grader.checks.truths",
+             "grader.checks.reach", "grader.mutants",
              "grader.progress", "grader.integrity")
 # Namespaces of the tools the checks compute and compare with: every entry present at install time.
 TOOLS = ("torch", "torch.random", "torch.nn.functional", "torch.overrides", "torch.utils._python_dispatch", "numpy")
 TOOL_CLASSES = ("torch.Tensor", "torch._C.TensorBase", "numpy.ndarray")
 SMALL = 4096        # constants whose repr is shorter than this are compared by value
 # Filled as the notebook runs (mutants register on first use); they choose hints, never scores.
-BY_IDENTITY = frozenset({"grader.mutants.REGISTRY"})
+BY_IDENTITY = frozenset({"grader.mutants.REGISTRY"} |   # and the guards' own records, kept as checks run
+                        {f"grader.checks.reach.{n}" for n in ("REGISTRY", "_NOW", "_MUTANTS", "_HELPERS", "_LATEST", "_GUARDS",
+                                                              "_TWINS", "_PLANS")})
 
 _baseline: dict[str, Any] | None = None
 
