@@ -20,9 +20,10 @@ around the diagnosis, which runs the mutants themselves): each function's code i
 (``tripwire._guard_code``), so the guard holds under any name the function was kept under (an alias,
 a dict, a closure, a default). A mutant refuses every caller; a helper still runs when the library's,
 the grader's or an installed package's code calls it (the pipeline around a learner's stage, a helper's
-own recursion), never when the learner's code does. A first import of a mutants or checks module while
-the learner's function runs fails too. A function under check that is itself a mutant (``grader check``
-runs each as an answer) runs unguarded: it is the grader's own code.
+own recursion), never when the learner's code does; a refusal the learner's code catches still fails the
+case. A first import of a mutants or checks module while the learner's function runs fails too. A
+function under check that is itself a mutant (``grader check`` runs each as an answer) runs unguarded:
+it is the grader's own code.
 """
 from __future__ import annotations
 
