@@ -12,8 +12,9 @@ to a trivial fix (``int(...)`` of a result that is a float, one argument flipped
   calls, each forbidden stage (the pipeline's function, kept under a name of its own) and library class
   (its ``__init__``), the exercise's ``answers`` (helpers elsewhere that compute the answer); not those
   the statement hands the learner (the exercise's ``given``);
-- every function of a notebook's checks module (``grader.checks.nbNN_*``: the ground-truth references), of
-  the truths kept once per worker (``grader.checks.truths``), and ``Exercise._expected``.
+- a notebook's checks module's ground truths (``grader.checks.nbNN_*``: each exercise's reference and every
+  function named as a reference or a truth; not the programs a check hands the pipeline, whose code is
+  read), the truths kept once per worker (``grader.checks.truths``), and ``Exercise._expected``.
 
 :func:`answers_out_of_reach` puts them all out of reach for one call of the learner's function (never
 around the diagnosis, which runs the mutants themselves): each function's code is swapped for a guard
@@ -51,6 +52,7 @@ EQUATION_READERS = (f"{LOOPS}.bind_call", f"{LOOPS}.einsum_by_definition", f"{LO
                     f"{LOOPS}.loop_code.library", f"{LOOPS}.count_iterations", f"{LOOPS}.count_iterations.library",
                     "tensorcraft.einstein.api.build_plan", f"{PARSE}.parse_terms", f"{PARSE}.bind",
                     "tensorcraft.einstein.infer.infer_output", "tensorcraft.einstein.infer.infer_output.library")
+TRUTH = re.compile(r"reference|truth|expected|correct|right")   # a check's own answer, by its name
 HINT = ("what the exercise asks you to write is forbidden under any name (imported under another, kept in a dict, "
         "reached through the grader's own modules): write this step yourself, with the operations the exercise names")
 # Code in these folders may call a helper while the learner's function runs: the course's packages and
@@ -166,9 +168,12 @@ def answer_helpers(exercise: Any) -> dict[types.FunctionType, str]:
         found.pop(getattr(owner, name), None)
     expected = next(vars(c)["_expected"] for c in type(exercise).__mro__ if "_expected" in vars(c))
     found.setdefault(expected, f"check_{exercise.name}'s ground truth")
-    for name in checks:
-        for value in vars(sys.modules[name]).values():
-            if isinstance(value, types.FunctionType) and value.__module__ == name and not value.__name__.startswith("check_"):
+    for name in checks:   # ground truths; not the programs and drawers a check hands the pipeline (their code is read)
+        module = vars(sys.modules[name])
+        references = {id(e.reference) for e in module.get("EXERCISES", {}).values()}
+        for value in module.values():
+            if isinstance(value, types.FunctionType) and value.__module__ == name and \
+                    (id(value) in references or TRUTH.search(value.__name__)):
                 found.setdefault(value, f"{name}.{value.__qualname__}")
     _HELPERS[key] = _LATEST[id(exercise)] = found
     return found
