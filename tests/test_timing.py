@@ -12,6 +12,13 @@ def test_a_slow_call_still_gets_enough_blocks_for_a_spread():
     assert timing.calls >= 5 and len(calls) >= timing.calls  # the warm-up calls come on top
 
 
+def test_the_blocks_added_for_a_spread_cost_one_block_of_calls_each():
+    calls = []
+    timing = time_call(lambda: (calls.append(1), time.sleep(0.05)), min_run_time=0.02, min_blocks=5)
+    assert timing.calls == 5
+    assert len(calls) <= 5 + 3     # torch's own sizing and first block, then one call per added block
+
+
 def test_arguments_are_passed_through():
     seen = []
     time_call(seen.append, "x", min_run_time=0.001, min_blocks=1)

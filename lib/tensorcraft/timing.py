@@ -51,7 +51,8 @@ def time_call(fn: Callable[..., object], *args, min_run_time: float = 0.2, min_b
     measured = timer.blocked_autorange(min_run_time=min_run_time)
     times = list(measured.times)
     while len(times) < min_blocks:  # a slow call, or a busy machine: too few blocks for a spread
-        times.extend(timer.timeit(measured.number_per_run).times)
+        # (one block each, without the two warm-up calls Timer.timeit adds: a slow call is paid once)
+        times.append(time_block(lambda: fn(*args), measured.number_per_run))
     return spread(times, measured.number_per_run * len(times))
 
 
