@@ -29,12 +29,14 @@ from torch.fx.experimental.optimization import fuse as fx_fuse_conv_bn
 from torch.fx.passes.dialect.common.cse_pass import CSEPass
 from torch.nn.utils.fusion import fuse_conv_bn_eval, fuse_conv_bn_weights
 
-import tensorcraft
+from tensorcraft.compiler.ir import Graph
 from tensorcraft.compiler.opnames import canonical_name
 from tensorcraft.compiler.passes import constant_folding, conv_bn, cse, dce
 
 from .compare import describe
 from .exercise import Case, Exercise, Group
+from .seed import draw
+from .stages import run_stage
 
 # The pipeline's passes, held here before any tripwire replaces the module attributes: the compiled
 # model calls these (the swappable stages), and the stage calls the learner's function in their place.
@@ -140,13 +142,12 @@ def _shared_outputs(outputs) -> list[str]:
 def _compile_with(stage: str, learner_fn, fn, inputs, passes):
     """Compile ``fn`` with ``passes``, the learner's function substituted for ``stage``; run it once.
     Returns (what the compiled code returned, the optimized graph that substitute built)."""
-    compiled = tensorcraft.compile(fn, passes=passes)
-    with tensorcraft.substitute(**{stage: learner_fn}):
-        out = compiled(*inputs)
-    built = compiled.compiled
+    run = run_stage(stage, learner_fn, fn, inputs, compile_with={"passes": passes}, returns=(Graph,), what="a Graph",
+                    required=False)
+    built = run.compiled.compiled
     if built is None:  # capture refused: nothing was compiled, which no program here should cause
-        raise RuntimeError(f"tensorcraft.compile ran eagerly: {compiled.explain()}")
-    return out, built.optimized
+        raise RuntimeError(f"tensorcraft.compile ran eagerly: {run.compiled.explain()}")
+    return run.result, built.optimized
 
 
 # ---------------------------------------------------------------- exercise 1: dead-code elimination
@@ -198,10 +199,6 @@ def _dce_public() -> list[Group]:
     ]
 
 
-def _draw(g: torch.Generator, n: int) -> int:
-    return int(torch.randint(n, (1,), generator=g))
-
-
 _SIMPLE = ("sin", "tanh", "sigmoid", "relu", "neg", "abs", "add", "mul", "sub", "scale", "shift", "matmul",
            "softmax", "gelu", "stack_sum", "center")
 
@@ -209,20 +206,20 @@ _SIMPLE = ("sin", "tanh", "sigmoid", "relu", "neg", "abs", "add", "mul", "sub", 
 def _random_step(g: torch.Generator, n_values: int):
     """One random step over values 0..n_values-1 (all of shape (4, 6) except w, index 2)."""
     full = [i for i in range(n_values) if i != 2]
-    pick = lambda: full[_draw(g, len(full))]  # noqa: E731
-    op = _SIMPLE[_draw(g, len(_SIMPLE))]
+    pick = lambda: full[draw(g, len(full))]  # noqa: E731
+    op = _SIMPLE[draw(g, len(_SIMPLE))]
     if op in ("add", "mul", "sub", "stack_sum"):
         return op, (pick(), pick()), None
     if op == "matmul":
         return op, (pick(), 2), None
     if op == "scale":
-        return op, (pick(),), (0.5, 2.0, -1.0)[_draw(g, 3)]
+        return op, (pick(),), (0.5, 2.0, -1.0)[draw(g, 3)]
     if op == "shift":
-        return op, (pick(),), (1.0, -0.5)[_draw(g, 2)]
+        return op, (pick(),), (1.0, -0.5)[draw(g, 2)]
     if op in ("softmax", "center"):
-        return op, (pick(),), (0, -1)[_draw(g, 2)]
+        return op, (pick(),), (0, -1)[draw(g, 2)]
     if op == "gelu":
-        return op, (pick(),), ("none", "tanh")[_draw(g, 2)]
+        return op, (pick(),), ("none", "tanh")[draw(g, 2)]
     return op, (pick(),), None
 
 
@@ -231,16 +228,16 @@ def _random_program(g: torch.Generator, n_steps: int):
     for _ in range(n_steps):
         steps.append(_random_step(g, 3 + len(steps)))
     last = 3 + len(steps) - 1
-    outputs = sorted({last, 3 + _draw(g, len(steps))}) if _draw(g, 2) else [last]
+    outputs = sorted({last, 3 + draw(g, len(steps))}) if draw(g, 2) else [last]
     return tuple(steps), tuple(outputs), 3
 
 
 def _dce_hidden(g: torch.Generator) -> list[Group]:
-    dead_constant = ((("by_half", (_draw(g, 2),), None), ("tanh", (1,), None), ("sin", (0,), None),
+    dead_constant = ((("by_half", (draw(g, 2),), None), ("tanh", (1,), None), ("sin", (0,), None),
                       ("add", (4, 5), None)), (6,), 3)
-    return [Group("random programs", [_program_case(_random_program(g, 3 + _draw(g, 6)), seed=_draw(g, 1000))
+    return [Group("random programs", [_program_case(_random_program(g, 3 + draw(g, 6)), seed=draw(g, 1000))
                                       for _ in range(10)]),
-            Group("a dead constant", [_program_case(dead_constant, seed=_draw(g, 1000))])]
+            Group("a dead constant", [_program_case(dead_constant, seed=draw(g, 1000))])]
 
 
 DCE = Exercise(
@@ -325,10 +322,10 @@ def _cse_public() -> list[Group]:
 
 def _random_cse_program(g: torch.Generator):
     """A random program, then copies of some of its steps (exact, or with another number or dim), all summed."""
-    steps = list(_random_program(g, 2 + _draw(g, 4))[0])
-    for _ in range(2 + _draw(g, 4)):
-        op, operands, extra = steps[_draw(g, len(steps))]
-        if _draw(g, 3) == 0 and op in ("scale", "shift", "softmax", "gelu", "center"):
+    steps = list(_random_program(g, 2 + draw(g, 4))[0])
+    for _ in range(2 + draw(g, 4)):
+        op, operands, extra = steps[draw(g, len(steps))]
+        if draw(g, 3) == 0 and op in ("scale", "shift", "softmax", "gelu", "center"):
             extra = {"scale": 3.0, "shift": 2.0, "softmax": 1, "gelu": "tanh", "center": 0}[op] \
                 if extra != {"scale": 3.0, "shift": 2.0, "softmax": 1, "gelu": "tanh", "center": 0}[op] else \
                 {"scale": 0.5, "shift": 1.0, "softmax": 0, "gelu": "none", "center": -1}[op]
@@ -342,9 +339,9 @@ def _random_cse_program(g: torch.Generator):
 
 def _cse_hidden(g: torch.Generator) -> list[Group]:
     return [
-        Group("random programs with repeated steps", [_cse_case(_random_cse_program(g), seed=_draw(g, 1000))
+        Group("random programs with repeated steps", [_cse_case(_random_cse_program(g), seed=draw(g, 1000))
                                                       for _ in range(8)]),
-        Group("same op, different arguments", [_cse_case(_near_duplicates(g, op), seed=_draw(g, 1000),
+        Group("same op, different arguments", [_cse_case(_near_duplicates(g, op), seed=draw(g, 1000),
                                                          against_fx=op != "int_scale")
                                                for op in ("scale", "softmax", "gelu", "stack_sum", "round_trip",
                                                           "int_scale")]),
@@ -359,14 +356,14 @@ def _cse_hidden(g: torch.Generator) -> list[Group]:
 
 def _near_duplicates(g: torch.Generator, op: str):
     """op twice on the same random value with different arguments, the two results subtracted."""
-    source = (0, 1)[_draw(g, 2)]
-    steps = [(("sin", "tanh", "sigmoid")[_draw(g, 3)], (source,), None)]
+    source = (0, 1)[draw(g, 2)]
+    steps = [(("sin", "tanh", "sigmoid")[draw(g, 3)], (source,), None)]
     if op == "stack_sum":
         steps += [("neg", (source,), None), ("stack_sum", (3, 4), None), ("stack_sum", (4, 3), None)]
     else:
         first, second = {"scale": (0.5, -1.0), "softmax": (0, -1), "gelu": ("none", "tanh"),
                          "round_trip": (torch.float16, torch.bfloat16), "int_scale": (3, 3.0)}[op]
-        if _draw(g, 2) and op != "int_scale":  # int first: the merged result would be int64, not float32
+        if draw(g, 2) and op != "int_scale":  # int first: the merged result would be int64, not float32
             first, second = second, first
         steps += [(op, (3,), first), (op, (3,), second)]
     n = 3 + len(steps)
@@ -487,13 +484,11 @@ def _shared_across_calls(first, second) -> list[str]:
 
 def _fold_in_the_pipeline(learner_fold, program, seed: int, mode: str, x: torch.Tensor):
     model, x = _fold_setup(program, seed, mode, x)
-    compiled = tensorcraft.compile(model, passes=[FOLD_STAGE, DCE_STAGE])
-    with tensorcraft.substitute(fold_constants=learner_fold):
-        if mode == "grad":
-            outputs = _as_tuple(compiled(x))
-            return tuple(o.detach() for o in outputs), _gradients(model, x, outputs)
-        with torch.no_grad():
-            outputs = _as_tuple(compiled(x))
+    run = run_stage("fold_constants", learner_fold, model, (x,), compile_with={"passes": [FOLD_STAGE, DCE_STAGE]},
+                    grad=mode == "grad", returns=(Graph,), what="a Graph", required=False)
+    outputs, compiled = _as_tuple(run.result), run.compiled
+    if mode == "grad":
+        return tuple(o.detach() for o in outputs), _gradients(model, x, outputs)
     built = compiled.compiled
     if mode == "baked":  # parameters the optimized graph no longer reads, whose values it baked in unrecorded
         gone = _live_params(built.captured) - _live_params(built.optimized)
@@ -555,33 +550,33 @@ def _random_fold_program(g: torch.Generator):
 
     def pick(kind: str | None = None) -> int:
         choices = [i for i, k in kinds.items() if kind is None and k != "x" or k == kind]
-        return choices[_draw(g, len(choices))]
+        return choices[draw(g, len(choices))]
 
-    for _ in range(1 + _draw(g, 4)):
-        kind, source = _draw(g, 5), pick()
+    for _ in range(1 + draw(g, 4)):
+        kind, source = draw(g, 5), pick()
         if kind == 0:
-            steps.append((("arange", "ones")[_draw(g, 2)], (), (0.5, 2.0)[_draw(g, 2)]))
+            steps.append((("arange", "ones")[draw(g, 2)], (), (0.5, 2.0)[draw(g, 2)]))
             kinds[3 + len(steps) - 1] = "vec"
             continue
         if kind == 1:
-            steps.append((("tanh", "sigmoid", "neg", "abs")[_draw(g, 4)], (source,), None))
+            steps.append((("tanh", "sigmoid", "neg", "abs")[draw(g, 4)], (source,), None))
         elif kind == 2:
-            steps.append(("scale", (source,), (0.5, 2.0, -1.0)[_draw(g, 3)]))
+            steps.append(("scale", (source,), (0.5, 2.0, -1.0)[draw(g, 3)]))
         elif kind == 3:
-            steps.append(("softmax", (source,), (0, -1)[_draw(g, 2)]))
+            steps.append(("softmax", (source,), (0, -1)[draw(g, 2)]))
         else:
-            other = pick(kinds[source]) if _draw(g, 2) else pick("vec")
+            other = pick(kinds[source]) if draw(g, 2) else pick("vec")
             steps.append(("add", (source, other), None))
         kinds[3 + len(steps) - 1] = kinds[source]
     value = 0
-    for _ in range(2 + _draw(g, 3)):
-        kind = _draw(g, 3)
+    for _ in range(2 + draw(g, 3)):
+        kind = draw(g, 3)
         if kind == 0:
             steps.append(("matmul", (value, pick("mat")), None))
         elif kind == 1:
-            steps.append((("add", "mul", "sub")[_draw(g, 3)], (value, pick("vec")), None))
+            steps.append((("add", "mul", "sub")[draw(g, 3)], (value, pick("vec")), None))
         else:
-            steps.append((("sin", "tanh", "relu")[_draw(g, 3)], (value,), None))
+            steps.append((("sin", "tanh", "relu")[draw(g, 3)], (value,), None))
         value = 3 + len(steps) - 1
         kinds[value] = "x"
     return steps, (value,)
@@ -590,16 +585,16 @@ def _random_fold_program(g: torch.Generator):
 def _fold_hidden(g: torch.Generator) -> list[Group]:
     programs = [_random_fold_program(g) for _ in range(6)]
     return [
-        Group("random programs, frozen", [_fold_case(s, o, "random program", seed=_draw(g, 1000))
+        Group("random programs, frozen", [_fold_case(s, o, "random program", seed=draw(g, 1000))
                                           for s, o in programs]),
         Group("random programs, with gradients", [_fold_case(s, o, "random program", mode="grad",
-                                                             seed=_draw(g, 1000)) for s, o in programs[:2]]),
+                                                             seed=draw(g, 1000)) for s, o in programs[:2]]),
         Group("a returned value is computed at every call", [
             _fold_case([("sin", (0,), None), ("tanh", (2,), None), ("scale", (4,), 3.0)], (3, 5),
                        "return sin(x), tanh(q) * 3", mode="returned"),
         ]),
         Group("a parameter folded into a constant is recorded (graph.param_value), so that the guards compare it", [
-            _fold_case(s, o, "random program", mode="baked", seed=_draw(g, 1000)) for s, o in programs]),
+            _fold_case(s, o, "random program", mode="baked", seed=draw(g, 1000)) for s, o in programs]),
     ]
 
 
@@ -687,9 +682,9 @@ def _fold_conv_bn_in_the_pipeline(learner_fold, weight, bias, running_mean, runn
     if any(not isinstance(g, torch.Tensor) or g.shape != e.shape or g.dtype != e.dtype or g.device != e.device
            for g, e in zip(got, (weight, bias))):
         return got  # the comparison says what differs; the pipeline would only fail on it
-    compiled = tensorcraft.compile(model, passes=[CONV_BN_PASS, DCE_STAGE])
-    with torch.no_grad(), tensorcraft.substitute(fold_conv_bn=learner_fold):
-        out = compiled(_image(weight))
+    run = run_stage("fold_conv_bn", learner_fold, model, (_image(weight),), grad=False,
+                    compile_with={"passes": [CONV_BN_PASS, DCE_STAGE]}, required=False)
+    out, compiled = run.result, run.compiled
     return got[0], got[1], out, compiled.compiled.optimized.count(op="batch_norm")
 
 
@@ -732,11 +727,11 @@ def _bn_meta() -> list[Group]:
 def _bn_hidden(g: torch.Generator) -> list[Group]:
     cases = []
     for i in range(8):
-        out, cin = 1 + _draw(g, 5), 1 + _draw(g, 4)
-        k = ((1, 3)[_draw(g, 2)], (1, 2, 3)[_draw(g, 3)])
+        out, cin = 1 + draw(g, 5), 1 + draw(g, 4)
+        k = ((1, 3)[draw(g, 2)], (1, 2, 3)[draw(g, 3)])
         dtype = (torch.float32, torch.float64)[i % 2]
-        eps = (1e-5, 1e-3, 0.05, 0.3)[_draw(g, 4)]
-        cases.append(_bn_case(out, cin, k, dtype, eps, g, bias=bool(_draw(g, 3))))
+        eps = (1e-5, 1e-3, 0.05, 0.3)[draw(g, 4)]
+        cases.append(_bn_case(out, cin, k, dtype, eps, g, bias=bool(draw(g, 3))))
     return [Group("random shapes, float32 and float64, eps", cases)]
 
 
