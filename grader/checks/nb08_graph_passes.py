@@ -1,8 +1,8 @@
 """Checks for notebook 08 (graph passes): dead-code elimination, CSE, constant folding, conv+batchnorm.
 
-Each pass the learner writes runs inside ``tensorcraft.compile``: the check compiles a small program
-with ``tensorcraft.substitute(<stage>=learner_fn)`` in force, so the pipeline calls the learner's pass,
-and compares
+Each pass the learner writes runs inside ``tensorcraft.compile``: the check compiles a small program (a
+``programs.Program``, drawn as steps and shown as its source) with the learner's pass substituted for the
+stage (``stages.run_stage``), so the pipeline calls the learner's pass, and compares
 
   * what the compiled code returns with what eager PyTorch returns (the numerics),
   * the calls left in the optimized graph (``compiled.compiled.optimized``) with the calls torch.fx's
@@ -22,7 +22,6 @@ import warnings
 
 import torch
 import torch.fx
-import torch.nn.functional as F
 from torch import nn
 from torch.fx.experimental import const_fold
 from torch.fx.experimental.optimization import fuse as fx_fuse_conv_bn
@@ -33,8 +32,8 @@ from tensorcraft.compiler.ir import Graph
 from tensorcraft.compiler.opnames import canonical_name
 from tensorcraft.compiler.passes import constant_folding, conv_bn, cse, dce
 
-from .compare import describe
 from .exercise import Case, Exercise, Group
+from .programs import Program
 from .seed import draw
 from .stages import run_stage
 
@@ -49,67 +48,54 @@ GRAPH_RULES_HINT = ("your pass returned a graph that breaks the IR's rules (the 
 
 # ---------------------------------------------------------------- programs
 #
-# A program is (steps, outputs, n_inputs): each step is (op, operand indices, extra) over a growing list of
-# values that starts with the inputs x, y of shape (4, 6) and w of shape (6, 6). The same program runs
-# eagerly, under torch.fx.symbolic_trace and under tensorcraft.compile.
+# A program is drawn as steps (op, operand indices, extra) over a growing list of values that starts with the
+# inputs x, y of shape (4, 6) and w of shape (6, 6) (for folding: x, and the parameters p (6, 6) and q (6,));
+# ``as_program`` writes it as a programs.Program, whose source the learner reads and which runs eagerly, under
+# torch.fx.symbolic_trace and under tensorcraft.compile.
 
 SHAPE, WIDTH = (4, 6), 6
 # A tensor the program reads from outside (a global): captured as a constant node, traced by torch.fx as a
 # get_attr. It has no dimensions, so it combines with inputs on any device.
 HALF = torch.tensor(0.5)
-_UNARY = {"sin": torch.sin, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "neg": torch.neg,
-          "abs": torch.abs}
-_OPS = {
-    **{name: (lambda fn: lambda a, extra: fn(a))(fn) for name, fn in _UNARY.items()},
-    "add": lambda a, b, extra: a + b,
-    "mul": lambda a, b, extra: a * b,
-    "sub": lambda a, b, extra: a - b,
-    "scale": lambda a, extra: a * extra,                       # x * 2.0: the number is an argument
-    "shift": lambda a, extra: a + extra,
-    "matmul": lambda a, w, extra: a @ w,
-    "softmax": lambda a, extra: torch.softmax(a, extra),      # the dim is an argument
-    "gelu": lambda a, extra: F.gelu(a, approximate=extra),    # "none" or "tanh": a keyword argument
-    "stack_sum": lambda a, b, extra: torch.stack([a, b]).sum(0),  # operands inside a list
-    "center": lambda a, extra: a - a.mean(extra, keepdim=True),
-    "round_trip": lambda a, extra: a.to(extra).to(torch.float32),  # the dtype is an argument
-    "by_half": lambda a, extra: a * HALF,                      # reads a constant tensor
-    "int_scale": lambda a, extra: (a * 4).round().to(torch.int64) * extra,  # integers times a number
+_SOURCE = {
+    **{name: f"torch.{name}({{a}})" for name in ("sin", "tanh", "sigmoid", "relu", "neg", "abs")},
+    "add": "{a} + {b}",
+    "mul": "{a} * {b}",
+    "sub": "{a} - {b}",
+    "scale": "{a} * {extra!r}",                                 # x * 2.0: the number is an argument
+    "shift": "{a} + {extra!r}",
+    "matmul": "{a} @ {b}",
+    "softmax": "torch.softmax({a}, {extra!r})",                 # the dim is an argument
+    "gelu": "F.gelu({a}, approximate={extra!r})",               # "none" or "tanh": a keyword argument
+    "stack_sum": "torch.stack([{a}, {b}]).sum(0)",              # operands inside a list
+    "center": "{a} - {a}.mean({extra!r}, keepdim=True)",
+    "round_trip": "{a}.to({extra}).to(torch.float32)",          # the dtype is an argument
+    "by_half": "{a} * HALF",                                    # reads a constant tensor
+    "int_scale": "(({a} * 4).round().to(torch.int64) * {extra!r})",  # integers times a number
+    "arange": "torch.arange({width:.1f}, device=device) * {extra!r}",  # factories: constants when folding
+    "ones": "torch.ones({width}, device=device) * {extra!r}",
 }
-# how many calls each op records (for the learner's report only)
-_CALLS = {"stack_sum": 2, "center": 2, "round_trip": 2, "int_scale": 4}
 
 
-def run_program(program, *inputs):
-    """Run a program on its inputs (tensors or fx proxies); returns the tuple of outputs."""
+def as_program(program, params: tuple[str, ...] = ("x", "y", "w")) -> Program:
+    """(steps, outputs, n_inputs) as the function a learner would write: ``f(x, y, w)`` returning a tuple
+    (for folding, ``params`` are x, p, q and the factories' device)."""
     steps, outputs, _ = program
-    values = list(inputs)
+    names = [p for p in params if p != "device"]
+    lines = []
     for op, operands, extra in steps:
-        values.append(_OPS[op](*[values[i] for i in operands], extra))
-    return tuple(values[i] for i in outputs)
-
-
-def as_function(program):
-    """The program as a plain function of (x, y, w): what tensorcraft.compile and torch.fx see."""
-    def program_fn(x, y, w):
-        return run_program(program, x, y, w)
-    return program_fn
+        operand = dict(zip("ab", (names[i] for i in operands)))
+        lines.append(f"v{len(lines)} = " + _SOURCE[op].format(**operand, extra=extra, width=WIDTH))
+        names.append(f"v{len(lines) - 1}")
+    returned = ", ".join(names[i] for i in outputs)
+    return Program((*lines, f"return ({returned},)" if len(outputs) == 1 else f"return {returned}"), params,
+                   constants=(("HALF", HALF),))
 
 
 def program_inputs(seed: int = 0, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, ...]:
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(SHAPE, generator=g).to(dtype), torch.randn(SHAPE, generator=g).to(dtype),
             (torch.randn(WIDTH, WIDTH, generator=g) / WIDTH ** 0.5).to(dtype))
-
-
-def describe_program(program) -> str:
-    steps, outputs, _ = program
-    names = ["x", "y", "w"]
-    lines = []
-    for op, operands, extra in steps:
-        names.append(f"v{len(names) - 3}")
-        args = ", ".join(names[i] for i in operands) + ("" if extra is None else f", {extra!r}")
-        lines.append(f"{names[-1]}={op}({args})")
-    return "; ".join(lines) + f"; return {', '.join(names[i] for i in outputs)}"
 
 
 def _fx_calls(gm: torch.fx.GraphModule) -> list[str]:
@@ -154,20 +140,21 @@ def _compile_with(stage: str, learner_fn, fn, inputs, passes):
 
 
 def _dce_reference(program, inputs):
-    gm = torch.fx.symbolic_trace(as_function(program))
+    gm = torch.fx.symbolic_trace(program.fn)
     gm.graph.eliminate_dead_code()
-    return (run_program(program, *inputs), _fx_calls(gm), sum(1 for n in gm.graph.nodes if n.op == "placeholder"),
+    return (program(*inputs), _fx_calls(gm), sum(1 for n in gm.graph.nodes if n.op == "placeholder"),
             _fx_tensors_read(gm))
 
 
 def _dce_in_the_pipeline(learner_dce, program, inputs):
-    out, graph = _compile_with("eliminate_dead_code", learner_dce, as_function(program), inputs, [DCE_STAGE])
+    out, graph = _compile_with("eliminate_dead_code", learner_dce, program.fn, inputs, [DCE_STAGE])
     return out, _our_calls(graph), len(graph.placeholders), _our_tensors_read(graph)
 
 
 def _program_case(program, note: str = "", seed: int = 0) -> Case:
     """The inputs are arguments of the case, so that the check moves them to each device it runs on."""
-    return Case((program, program_inputs(seed)), note or describe_program(program))
+    program = as_program(program)
+    return Case((program, program_inputs(seed)), note or repr(program))
 
 
 def _dce_public() -> list[Group]:
@@ -252,7 +239,7 @@ DCE = Exercise(
                "tensorcraft.compiler.passes.dce.eliminate_dead_code"),
     extra_hints={ValueError: GRAPH_RULES_HINT},
     call=_dce_in_the_pipeline,
-    show=lambda program, inputs: describe_program(program),
+    show=lambda program, inputs: repr(program),
     parts=("the compiled program's results", "the calls left (torch.fx's DCE keeps these)", "the number of inputs left"),
 )
 
@@ -266,21 +253,22 @@ def check_eliminate_dead_code(eliminate_dead_code, hidden: bool = False) -> None
 
 
 def _cse_reference(program, inputs, against_fx: bool):
-    outputs = run_program(program, *inputs)
+    outputs = program(*inputs)
     if not against_fx:
         return outputs, _shared_outputs(outputs)
-    theirs = CSEPass()(torch.fx.symbolic_trace(as_function(program))).graph_module
+    theirs = CSEPass()(torch.fx.symbolic_trace(program.fn)).graph_module
     return outputs, _shared_outputs(outputs), _fx_calls(theirs)
 
 
 def _cse_in_the_pipeline(learner_cse, program, inputs, against_fx: bool):
-    out, graph = _compile_with("eliminate_common_subexpressions", learner_cse, as_function(program), inputs,
+    out, graph = _compile_with("eliminate_common_subexpressions", learner_cse, program.fn, inputs,
                                [CSE_STAGE])
     return (out, _shared_outputs(out)) + ((_our_calls(graph),) if against_fx else ())
 
 
 def _cse_case(program, note: str = "", seed: int = 0, against_fx: bool = True) -> Case:
-    return Case((program, program_inputs(seed), against_fx), note or describe_program(program))
+    program = as_program(program)
+    return Case((program, program_inputs(seed), against_fx), note or repr(program))
 
 
 def _cse_public() -> list[Group]:
@@ -385,7 +373,7 @@ CSE = Exercise(
                "tensorcraft.compiler.passes.cse.eliminate_common_subexpressions"),
     extra_hints={ValueError: GRAPH_RULES_HINT},
     call=_cse_in_the_pipeline,
-    show=lambda program, inputs, against_fx: describe_program(program),
+    show=lambda program, inputs, against_fx: repr(program),
     parts=("the compiled program's results", "the results that share memory", "the calls left (torch.fx's CSEPass keeps these)"),
 )
 
@@ -400,14 +388,13 @@ def check_eliminate_common_subexpressions(eliminate_common_subexpressions, hidde
 # A module whose forward is a program over (x, self.p, self.q): p (6, 6) and q (6,) are parameters, and
 # every step that reads only them (and factory calls such as torch.arange) can be folded in a frozen graph.
 
-_FACTORY = {"arange": lambda extra, device: torch.arange(float(WIDTH), device=device) * extra,
-            "ones": lambda extra, device: torch.ones(WIDTH, device=device) * extra}
+FOLD_PARAMS = ("x", "p", "q", "device")   # factories create their tensors on ``device``
 
 
 class ProgramModule(nn.Module):
-    """``forward(x)`` runs a program over the values [x, p, q, <factories>...]; p, q are parameters."""
+    """``forward(x)`` runs a program ``f(x, p, q, device)`` (``as_program(..., FOLD_PARAMS)``); p, q are parameters."""
 
-    def __init__(self, program, seed: int = 0, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(self, program: Program, seed: int = 0, dtype: torch.dtype = torch.float32) -> None:
         super().__init__()
         g = torch.Generator().manual_seed(seed)
         self.program = program
@@ -416,14 +403,8 @@ class ProgramModule(nn.Module):
         self.device = torch.device("cpu")  # where factories create their tensors: a plain attribute, as fx needs
 
     def forward(self, x):
-        steps, outputs, _ = self.program
-        values = [x, self.p, self.q]
-        for op, operands, extra in steps:
-            if op in _FACTORY:
-                values.append(_FACTORY[op](extra, self.device))
-            else:
-                values.append(_OPS[op](*[values[i] for i in operands], extra))
-        return values[outputs[0]] if len(outputs) == 1 else tuple(values[i] for i in outputs)
+        out = self.program.fn(x, self.p, self.q, self.device)
+        return out[0] if len(out) == 1 else out
 
 
 def _as_tuple(value) -> tuple:
@@ -503,7 +484,7 @@ def _fold_in_the_pipeline(learner_fold, program, seed: int, mode: str, x: torch.
 
 def _fold_case(steps, outputs, note: str, mode: str = "frozen", seed: int = 0) -> Case:
     x = torch.randn(SHAPE, generator=torch.Generator().manual_seed(seed + 1))
-    return Case(((tuple(steps), tuple(outputs), 1), seed, mode, x), f"{note} ({mode})")
+    return Case((as_program((tuple(steps), tuple(outputs), 1), FOLD_PARAMS), seed, mode, x), f"{note} ({mode})")
 
 
 # values: 0 = x (4, 6), 1 = p (6, 6), 2 = q (6,)
@@ -618,7 +599,7 @@ FOLD = Exercise(
                   "every call; fold a call only when every one of node.inputs is known",
     },
     call=_fold_in_the_pipeline,
-    show=lambda program, seed, mode, x: f"x: {describe(x)}",
+    show=lambda program, seed, mode, x: program.show((x,)),
     parts=("the compiled model's results",),
 )
 

@@ -1,4 +1,4 @@
-"""One type for "a small torch program" in the checks of the compiler's stages (notebooks 09 and 10).
+"""One type for "a small torch program" in the checks of the compiler's stages (notebooks 08, 09 and 10).
 
 A :class:`Program` is a straight-line torch function given as source text: its parameters and its body,
 one statement a line. That one description serves every side of a case:
@@ -39,6 +39,7 @@ class Program:
     shapes: tuple[tuple[int, ...], ...] = ()
     divide_by: tuple[float, ...] = ()
     name: str = "f"
+    constants: tuple[tuple[str, Any], ...] = ()   # values the source reads by name (a global tensor)
 
     @property
     def source(self) -> str:
@@ -46,7 +47,7 @@ class Program:
 
     @functools.cached_property
     def fn(self) -> Callable[..., Any]:
-        namespace = dict(NAMESPACE)
+        namespace = dict(NAMESPACE) | dict(self.constants)
         exec(compile(self.source, f"<program {self.name}>", "exec"), namespace)
         return namespace[self.name]
 
