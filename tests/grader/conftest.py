@@ -93,8 +93,8 @@ def solution_runs():
     runs = SolutionRuns(autograde_module.check_solution)
     real_check = selfcheck.check_notebook
 
-    def check_notebook(course, assignment, workspace, timeout):
-        verdict = real_check(course, assignment, workspace, timeout)
+    def check_notebook(course, assignment, workspace, timeout, graded=None):
+        verdict = real_check(course, assignment, workspace, timeout, graded)
         if verdict.points and verdict.solution_score == verdict.points and not any(
                 p.startswith(("the solution", "solution:")) for p in verdict.problems):
             runs.graded_in_full(course, assignment, autograde_module.sandboxed("auto"))
