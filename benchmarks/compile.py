@@ -41,6 +41,7 @@ from torch import nn
 from tensorcraft.compiler.api import compile as tc_compile
 from tensorcraft.compiler.codegen import c as c_codegen
 from tensorcraft.compiler.codegen.kernel import Buffer, Kernel, Output, Stmt, evaluate
+from tensorcraft.timing import time_rounds
 
 
 # -- the workloads -----------------------------------------------------------------------------
@@ -179,16 +180,11 @@ def _first_call_child(key: str, contender: str, size: int) -> None:
 
 
 def steady(contenders: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
-    """Median seconds per call; rounds alternate the contenders so that noise hits all alike."""
-    times: dict[str, list[float]] = {name: [] for name in contenders}
+    """Median seconds per call; rounds take the contenders in turn so that noise hits all alike."""
     with torch.no_grad():
         for fn in contenders.values():   # warm-up
             fn()
-        for _ in range(rounds):
-            for name, fn in contenders.items():
-                start = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - start)
+        times = time_rounds(contenders, rounds)
     return {name: statistics.median(t) for name, t in times.items()}
 
 
@@ -351,12 +347,7 @@ def _training_step(model: nn.Module, fn: Callable, x: torch.Tensor) -> Callable[
 
 
 def _median_time(fn: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(time_rounds({"fn": fn}, repeat)["fn"])
 
 
 def breakdown(compiled, x: torch.Tensor, repeat: int) -> list[str]:
@@ -471,16 +462,11 @@ def run_transformer(rounds: int, use_inductor: bool, variant: str = "transformer
             with torch.no_grad():
                 expected = model(x)
                 errors = {name: max_error(fn(x), expected) for name, fn in contenders.items() if name != "eager"}
-        times: dict[str, list[float]] = {name: [] for name in calls}
         with (torch.no_grad() if mode == "inference" else torch.enable_grad()):
             for _ in range(2):  # warm-up (ours: the first call captures, the second compiles nothing more)
                 for fn in calls.values():
                     fn()
-            for _ in range(rounds):  # alternate, so that a noisy neighbour hurts all alike
-                for name, fn in calls.items():
-                    start = time.perf_counter()
-                    fn()
-                    times[name].append(time.perf_counter() - start)
+            times = time_rounds(calls, rounds)  # in turn, so that a noisy neighbour hurts all alike
         results[mode] = {name: min(t) for name, t in times.items()}
         medians[mode] = {name: statistics.median(t) for name, t in times.items()}
     print(f"\n{variant + ' (4 blocks, d=128, 8x64), best':40} {'eager ms':>9} {'inductor':>9} {'ours ms':>9} "

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from typing import Callable
 
 import einops
@@ -21,6 +20,7 @@ import numpy as np
 import torch
 
 import tensorcraft.einops as tc
+from tensorcraft.timing import time_rounds
 
 SHAPES = {"tiny": (2, 3, 4, 4), "large": (16, 64, 64, 64)}  # large: 4M float32 = 16 MiB
 
@@ -58,30 +58,16 @@ def cases(x, backend: str) -> list[tuple[str, Callable, Callable]]:
     return result
 
 
-def _per_call_seconds(fn: Callable, calls: int) -> float:
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - start) / calls
-
-
 def compare(ours: Callable, theirs: Callable, rounds: int, budget: float) -> tuple[float, float, float]:
     """Best per-call seconds of ours and einops, and the median of the per-round ratios.
 
-    Each round times ours and einops back to back (order alternating), so a burst of load from
-    another process mostly hits both halves of one ratio alike.
+    Each round times ours and einops back to back (in a shuffled order: ``tensorcraft.timing.time_rounds``),
+    so a burst of load from another process mostly hits both halves of one ratio alike.
     """
     ours(), theirs()  # warm the plan caches of both
-    single = max(_per_call_seconds(ours, 1), _per_call_seconds(theirs, 1), 1e-7)
-    calls = max(1, int(budget / rounds / 2 / single))
-    mine, reference = [], []
-    for r in range(rounds):
-        first, second = (ours, theirs) if r % 2 == 0 else (theirs, ours)
-        a, b = _per_call_seconds(first, calls), _per_call_seconds(second, calls)
-        mine.append(a if first is ours else b)
-        reference.append(b if first is ours else a)
-    ratio = statistics.median(m / r for m, r in zip(mine, reference))
-    return min(mine), min(reference), ratio
+    times = time_rounds({"ours": ours, "einops": theirs}, rounds, budget / rounds / 2)
+    ratio = statistics.median(m / r for m, r in zip(times["ours"], times["einops"]))
+    return min(times["ours"]), min(times["einops"]), ratio
 
 
 def _format(seconds: float) -> str:

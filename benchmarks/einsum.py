@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -29,6 +28,7 @@ from tensorcraft.einstein.api import einsum
 from tensorcraft.einstein.loops import GENERATED_NAME, einsum_loops, loop_code
 from tensorcraft.einstein.networks import LETTERS, random_network
 from tensorcraft.einstein.path import contract_path, greedy_path
+from tensorcraft.timing import time_rounds
 
 
 def torch_einsum_without_path(equation: str, *operands: torch.Tensor) -> torch.Tensor:
@@ -41,38 +41,12 @@ def torch_einsum_without_path(equation: str, *operands: torch.Tensor) -> torch.T
         torch.backends.opt_einsum.enabled = previous
 
 
-def no_sync() -> None:
-    """What a CPU batch waits for at its end: nothing (on a GPU: torch.cuda.synchronize)."""
-
-
-def calls_per_batch(fn: Callable[[], object], target_s: float, sync: Callable[[], None] = no_sync) -> int:
-    start = time.perf_counter()
-    fn()
-    sync()
-    once = time.perf_counter() - start
-    return max(1, int(target_s / max(once, 1e-7)))
-
-
-def time_side_by_side(fns: dict[str, Callable[[], object]], rounds: int, target_s: float,
-                      sync: Callable[[], None] = no_sync) -> dict[str, list[float]]:
-    """Seconds per call, one entry per round, for each implementation (round-robin)."""
+def time_side_by_side(fns: dict[str, Callable[[], object]], rounds: int, target_s: float) -> dict[str, list[float]]:
+    """Seconds per call, one entry per round, for each implementation (round-robin batches of about
+    ``target_s`` seconds: ``tensorcraft.timing.time_rounds``, whose clock waits for a GPU's queued work)."""
     for fn in fns.values():  # warm-up: plans, caches, first-touch allocations
         fn(), fn()
-    sync()
-    number = {name: calls_per_batch(fn, target_s, sync) for name, fn in fns.items()}
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    order = list(fns)
-    shuffle = random.Random(0).shuffle
-    for _ in range(rounds):
-        shuffle(order)  # whoever runs right after a big allocation pays for it: vary who that is
-        for name in order:
-            fn = fns[name]
-            start = time.perf_counter()
-            for _ in range(number[name]):
-                fn()
-            sync()
-            times[name].append((time.perf_counter() - start) / number[name])
-    return times
+    return time_rounds(fns, rounds, target_s)
 
 
 def check_equal(name: str, got: object, expected: torch.Tensor) -> None:
@@ -242,7 +216,6 @@ def main(argv: list[str]) -> int:
     if on_gpu and not torch.cuda.is_available():
         print("--device cuda: no CUDA device here (torch.cuda.is_available() is False)")
         return 2
-    sync = torch.cuda.synchronize if on_gpu else no_sync
     where = torch.cuda.get_device_name() if on_gpu else f"{torch.get_num_threads()} threads"
     print(f"torch {torch.__version__} ({where}), numpy {np.__version__}, "
           f"opt_einsum {opt_einsum.__version__}; float32; {rounds} rounds of ~{target_s * 1e3:.0f} ms per implementation")
@@ -262,7 +235,7 @@ def main(argv: list[str]) -> int:
         expected = torch.einsum(equation, *tensors)
         for name, fn in fns.items():
             check_equal(name, fn(), expected)
-        times = time_side_by_side(fns, rounds, target_s, sync)
+        times = time_side_by_side(fns, rounds, target_s)
         rows += [(case, name, t, times["torch.einsum"]) for name, t in times.items()]
     print_table("einsum, ratios to torch.einsum (target: tensorcraft within 1.1x everywhere; "
                 "faster than torch without path optimisation on 3 operands)", rows)

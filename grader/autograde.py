@@ -212,14 +212,14 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
     local = pool is None
     with pool or ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                      initializer=start_worker) as pool:
-        # the local workers start their fork servers while the preflight runs here (one core each)
+        # the local workers start their fork servers; the preflight then runs in one of them, forked as a learner's
         servers = ([pool.submit(start_fork_server, hidden) for _ in range(workers)]
                    if local and confined and todo else [])
         with timings.measure("preflight"):
             if preflight:           # a set-up that would grade everyone 0 stops here, before anyone is graded
                 try:
                     caches = {a: check_solution(course, a, sandboxed=confined, hidden=list(hidden), timeout=limit,
-                                                progress=progress)
+                                                progress=progress, pool=pool if local else None)
                               for a in sorted({s.assignment for s in todo})}
                 except BaseException:
                     for server in servers:

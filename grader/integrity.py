@@ -24,7 +24,8 @@ from typing import Any
 # Modules whose every top-level object the checks rely on; the assignment's own check module is added.
 MACHINERY = ("grader.checks.exercise", "grader.checks.compare", "grader.checks.tripwire", "grader.checks.ops",
              "grader.checks.report", "grader.checks.record", "grader.checks.seed", "grader.checks.devices", "grader.checks.truths",
-             "grader.checks.reach", "grader.mutants",
+             "grader.checks.spy", "grader.checks.stages", "grader.checks.programs", "grader.checks.reach",
+             "grader.mutants",
              "grader.progress", "grader.integrity")
 # Namespaces of the tools the checks compute and compare with: every entry present at install time.
 TOOLS = ("torch", "torch.random", "torch.nn.functional", "torch.overrides", "torch.utils._python_dispatch", "numpy")

@@ -6,19 +6,29 @@ missing compiler) would otherwise grade the whole class 0, with nothing but a st
 learner. Here the batch stops before anyone is graded, saying why in one line. For a notebook that
 calls a compiler, the same run keeps the compiled kernels every learner's sandbox starts with
 (:mod:`grader.kernel_cache`), so it costs nothing extra the first time.
+
+Where the learners' kernels will be forked from the workers' fork servers (a local pool, sandboxed),
+the solution runs the same way: as the first notebook of a worker, in its sandbox, its kernel forked
+from its server (:func:`solution_in_a_worker`). That checks the very path learners take, and spares a
+fresh kernel importing torch, Dynamo and the checks once more (5-8 CPU s on two busy cores); the
+server then hands the ground truths it computed meanwhile to every learner after.
 """
 from __future__ import annotations
 
 import shutil
 import tempfile
+from concurrent.futures import Executor
 from pathlib import Path
 
+import nbformat
 from nbformat.notebooknode import NotebookNode
 from nbgrader.utils import determine_grade, is_grade
 
+from . import kernel_forks
 from .course import Course
 from .kernel_cache import WARM_UP_TIMEOUT, cache_path, compiles, keep, run_solution, warm_cache
 from .sandbox import Sandbox, claim_uid
+from .timings import Timings
 
 
 PREFLIGHT_TIMEOUT = 120   # seconds a cell of the solution may at least take here: its kernel imports torch
@@ -55,30 +65,67 @@ def shortfall(notebook: NotebookNode) -> str | None:
 
 
 def check_solution(course: Course, assignment: str, *, sandboxed: bool, hidden: list[Path],
-                   timeout: int, progress: bool = False) -> Path | None:
+                   timeout: int, progress: bool = False, pool: Executor | None = None) -> Path | None:
     """Run ``assignment``'s solution as grading will; raise :class:`SetupError` when it does not
-    score full marks. Returns the kept kernel cache learners' sandboxes start with (None: none)."""
+    score full marks. Returns the kept kernel cache learners' sandboxes start with (None: none).
+    ``pool``: the local workers that will grade, each with its fork server; the solution then runs
+    in one of them as a learner's notebook will (:func:`solution_in_a_worker`), else here."""
     kept = cache_path(course, assignment) if sandboxed and compiles(course.source(assignment)) else None
     making = kept is not None and not kept.exists()
     if making and progress:
         print(f"{assignment}: running its solution once, sandboxed, to compile the kernels every learner's "
               "sandbox starts with (kept for later runs)", flush=True)
+    limit = WARM_UP_TIMEOUT if making else max(timeout, PREFLIGHT_TIMEOUT)
+    cache = None if making or kept is None else warm_cache(course, assignment)
+    if pool is not None and sandboxed and kernel_forks.enabled():
+        problem = pool.submit(solution_in_a_worker, course.root, assignment, tuple(hidden), limit, cache,
+                              kept if making else None).result()
+    else:
+        problem = _solution_here(course, assignment, sandboxed, hidden, limit, cache, kept if making else None)
+    if problem:
+        where = "in the grading sandbox" if sandboxed else "where learners' notebooks run"
+        raise SetupError(f"stopped before grading anyone: the solution of {assignment} does not score full "
+                         f"marks {where}: {problem}")
+    return warm_cache(course, assignment) if kept is not None else None
+
+
+def _problem(notebook: NotebookNode, executor) -> str | None:
+    """Why a run of the solution does not count as a pass, in one line (None: it does)."""
+    integrity = executor.integrity
+    return shortfall(notebook) or executor.lost or (integrity and (integrity.modified or integrity.problem)) or None
+
+
+def _solution_here(course: Course, assignment: str, sandboxed: bool, hidden: list[Path], timeout: int,
+                   cache: Path | None, keep_as: Path | None) -> str | None:
+    """The solution run in this process's own sandbox (a fresh kernel), or unconfined."""
     work = Path(tempfile.mkdtemp(prefix="tensorcraft-preflight-"))
     work.chmod(0o711)
     sandbox = Sandbox(work / "scratch", hidden=list(hidden), uid=claim_uid()) if sandboxed else None
     try:
-        cache = None if making or kept is None else warm_cache(course, assignment)
-        notebook, executor = run_solution(course, assignment, sandbox,
-                                          WARM_UP_TIMEOUT if making else max(timeout, PREFLIGHT_TIMEOUT),
-                                          cache=cache, folder=work)
-        integrity = executor.integrity
-        problem = shortfall(notebook) or executor.lost or (integrity and (integrity.modified or integrity.problem))
-        if problem:
-            where = "in the grading sandbox" if sandboxed else "where learners' notebooks run"
-            raise SetupError(f"stopped before grading anyone: the solution of {assignment} does not score full "
-                             f"marks {where}: {problem}")
-        if making:
-            keep(sandbox, kept, assignment)
+        notebook, executor = run_solution(course, assignment, sandbox, timeout, cache=cache, folder=work)
+        problem = _problem(notebook, executor)
+        if problem is None and keep_as is not None:
+            keep(sandbox, keep_as, assignment)
+        return problem
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return warm_cache(course, assignment) if kept is not None else None
+
+
+def solution_in_a_worker(root: Path, assignment: str, hidden: tuple[Path, ...], timeout: int,
+                         cache: Path | None, keep_as: Path | None) -> str | None:
+    """A pool task: run the solution of ``assignment`` (course at ``root``) as this worker runs a
+    learner's notebook: in its sandbox, starting with a copy of ``cache``, the kernel forked from its
+    fork server. Returns why it does not score full marks (None: it does); with ``keep_as``, keeps
+    what it compiled there. The sandbox is emptied for the next learner on the way out."""
+    from .execute import GuardedExecute, _fill, _grading_environment
+
+    source = Course(root).source(assignment)
+    with _grading_environment(), kernel_forks.sandbox_for_a_learner(list(hidden), claim_uid()) as sandbox:
+        _fill(sandbox, source, cache, Timings())
+        executor = GuardedExecute(sandbox=sandbox, timeout=timeout, assignment=assignment, fork=True)
+        notebook, _ = executor.preprocess(nbformat.read(source, as_version=4),
+                                          {"metadata": {"path": str(sandbox.scratch)}})
+        problem = _problem(notebook, executor)
+        if problem is None and keep_as is not None:
+            keep(sandbox, keep_as, assignment)
+    return problem

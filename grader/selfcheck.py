@@ -9,7 +9,8 @@ rejected by that exercise's PUBLIC cases (a tick in the notebook means full mark
 mutant's own hint (two mutants whose results agree there "collide": one mistake, one diagnosis);
 an exercise without mutants is an error; the release's bare ``raise NotImplementedError()`` is
 reported as the stub, and a NotImplementedError with a message is not; the committed learner
-notebook is what a fresh build produces.
+notebook is what a fresh build produces. The solutions and releases of all the notebooks checked run
+in one autograde batch (:func:`grade_runs`), whose two workers stay busy to its end.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.utils import is_grade
 
-from .autograde import autograde
+from .autograde import Summary, autograde
 from .build import build, solution_files
 from .course import NOTEBOOKS, SOLUTIONS, Course
 from .checks.exercise import STUB_HINT
@@ -198,25 +199,39 @@ def _all_errors(notebook: Path, graded: bool = True) -> list[str]:
             for o in c.get("outputs", []) if o.output_type == "error"]
 
 
-def check_notebook(course: Course, assignment: str, workspace: Path, timeout: int) -> NotebookVerdict:
-    verdict = NotebookVerdict(assignment)
-    started = time.perf_counter()
-    submissions = workspace / f"submissions-{assignment}"
-    for learner, source in ((SOLUTION, course.source(assignment)), (RELEASE, course.release(assignment))):
-        (submissions / learner).mkdir(parents=True, exist_ok=True)
-        (submissions / learner / f"{assignment}.ipynb").write_bytes(source.read_bytes())
+def grade_runs(course: Course, assignments: list[str], folder: Path, timeout: int) -> Summary:
+    """The solution and the untouched release of each of ``assignments``, graded in ONE autograde batch
+    (learners ``solution`` and ``release`` in ``folder``): one worker pool whose fork servers start
+    once, and both workers busy to the end (a batch per notebook started them anew each time and left
+    one idle while the longer of its two runs finished)."""
+    for assignment in assignments:
+        for learner, source in ((SOLUTION, course.source(assignment)), (RELEASE, course.release(assignment))):
+            (folder / learner).mkdir(parents=True, exist_ok=True)
+            (folder / learner / f"{assignment}.ipynb").write_bytes(source.read_bytes())
     # the course's own solutions and mutants: sandboxed where a sandbox can be had, else run as they are
-    summary = autograde(submissions, course, workers=2, timeout=timeout, feedback=False, progress=False,
-                        isolation="auto", preflight=False)   # the solution is graded here anyway
+    return autograde(folder, course, workers=2, timeout=timeout, feedback=False, progress=False,
+                     isolation="auto", preflight=False)   # the solution is graded here anyway
+
+
+def check_notebook(course: Course, assignment: str, workspace: Path, timeout: int,
+                   graded: Summary | None = None) -> NotebookVerdict:
+    """The verdict on one notebook; ``graded``: the batch (:func:`grade_runs`) that ran its solution and
+    release, else they run here. Its seconds: those two runs and its own checks."""
+    verdict = NotebookVerdict(assignment)
+    if graded is None:
+        graded = grade_runs(course, [assignment], workspace / f"submissions-{assignment}", timeout)
+    started = time.perf_counter()
+    outcomes = [o for o in graded.outcomes if o.submission.assignment == assignment]
+    ran = sum(o.timings.get("worker total", 0.0) for o in outcomes)
     broken = next((shortfall(nbformat.read(course.autograded(o.submission.learner, assignment), as_version=4))
-                   for o in summary.outcomes if o.submission.learner == SOLUTION and o.status != "error"
+                   for o in outcomes if o.submission.learner == SOLUTION and o.status != "error"
                    and o.score != o.max_score), None)
     if broken:      # the cause in one line: what fails after it (the release, every cell) would say nothing more
-        verdict.solution_score = next(o.score for o in summary.outcomes if o.submission.learner == SOLUTION)
+        verdict.solution_score = next(o.score for o in outcomes if o.submission.learner == SOLUTION)
         verdict.problems.append(f"the solution does not score full marks where learners' notebooks run: {broken}")
-        verdict.seconds = time.perf_counter() - started
+        verdict.seconds = ran + time.perf_counter() - started
         return verdict
-    for outcome in summary.outcomes:
+    for outcome in outcomes:
         if outcome.status == "error":
             verdict.problems.append(f"{outcome.submission.learner}: {'; '.join(outcome.notes)}")
             continue
@@ -245,7 +260,7 @@ def check_notebook(course: Course, assignment: str, workspace: Path, timeout: in
     fresh = workspace / "notebooks" / f"{assignment}.ipynb"
     if not committed.exists() or committed.read_bytes() != fresh.read_bytes():
         verdict.problems.append(f"{committed} is not what build produces: run `python -m grader build`")
-    verdict.seconds = time.perf_counter() - started
+    verdict.seconds = ran + time.perf_counter() - started
     return verdict
 
 
@@ -268,4 +283,5 @@ def run_check(only: list[str] | None = None, timeout: int = 60, solutions: Path 
         course = Course(workspace / "course")
         build(course, solutions, workspace / "notebooks", only)
         assignments = [s.stem for s in solution_files(solutions) if not only or s.stem in only]
-        return [check_notebook(course, a, workspace, timeout) for a in assignments]
+        graded = grade_runs(course, assignments, workspace / "submissions", timeout)
+        return [check_notebook(course, a, workspace, timeout, graded) for a in assignments]

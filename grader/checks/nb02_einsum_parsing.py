@@ -17,6 +17,7 @@ from tensorcraft.einstein.parse import EinsumError
 
 from .exercise import Case, Exercise, Group, as_call
 from .reach import EQUATION_READERS
+from .seed import draw, pick
 from .tripwire import ForbiddenCallError
 
 # Captured at import, so that tripwires set while a learner's code runs do not reach our own use.
@@ -34,15 +35,6 @@ EINSUM_NAMES = ("torch.einsum", "numpy.einsum", "tensorcraft.einsum", "tensorcra
 EINSUM_OPS = ("einsum",)  # torch.einsum by any route: torch.ops.aten.einsum, a reference kept in a dict
 ELLIPSIS = "..."
 ELLIPSIS_DIMS = 2   # '...' covers two dimensions in infer_output's cases, so that torch's result shows them
-
-
-def _randint(low: int, high: int, g: torch.Generator) -> int:
-    """An integer in [low, high)."""
-    return int(torch.randint(low, high, (1,), generator=g))
-
-
-def _choice(options: str | list, g: torch.Generator) -> Any:
-    return options[_randint(0, len(options), g)]
 
 
 # ---------------------------------------------------------------- exercise 1: infer_output
@@ -122,12 +114,12 @@ def _infer_public() -> list[Group]:
 
 
 def _random_inputs(g: torch.Generator, operands: int, ellipsis: bool, pool: str) -> str:
-    letters = [pool[i] for i in torch.randperm(len(pool), generator=g)[: _randint(2, 6, g)].tolist()]
+    letters = [pool[i] for i in torch.randperm(len(pool), generator=g)[: draw(g, 2, 6)].tolist()]
     terms = []
     for _ in range(operands):
-        term = "".join(_choice(letters, g) for _ in range(_randint(0, 4, g)))
-        if ellipsis and _randint(0, 3, g):
-            at = _randint(0, len(term) + 1, g)
+        term = "".join(pick(g, letters) for _ in range(draw(g, 0, 4)))
+        if ellipsis and draw(g, 0, 3):
+            at = draw(g, 0, len(term) + 1)
             term = term[:at] + ELLIPSIS + term[at:]
         terms.append(term)
     return ",".join(terms)
@@ -135,7 +127,7 @@ def _random_inputs(g: torch.Generator, operands: int, ellipsis: bool, pool: str)
 
 def _infer_hidden(g: torch.Generator) -> list[Group]:
     def group(title: str, count: int, **kw: Any) -> Group:
-        return Group(title, [Case((_random_inputs(g, operands=_randint(*kw["operands"], g), ellipsis=kw["ellipsis"],
+        return Group(title, [Case((_random_inputs(g, operands=draw(g, *kw["operands"]), ellipsis=kw["ellipsis"],
                                                   pool=kw["pool"]),)) for _ in range(count)])
     return [
         group("random lowercase equations", 6, operands=(2, 4), ellipsis=False, pool="abcdijkxyz"),
@@ -251,29 +243,29 @@ def _random_equation(g: torch.Generator) -> tuple[str, tuple[int, ...]]:
     """A valid equation and its operands' ranks, then zero to two edits that often break it."""
     letters = "abcijkBX"
     terms, ndims = [], []
-    for _ in range(_randint(1, 4, g)):
-        term = "".join(_choice(letters, g) for _ in range(_randint(0, 4, g)))
+    for _ in range(draw(g, 1, 4)):
+        term = "".join(pick(g, letters) for _ in range(draw(g, 0, 4)))
         ndim = len(term)
-        if _randint(0, 4, g) == 0:
-            at = _randint(0, len(term) + 1, g)
-            term, ndim = term[:at] + ELLIPSIS + term[at:], ndim + _randint(0, 3, g)
+        if draw(g, 0, 4) == 0:
+            at = draw(g, 0, len(term) + 1)
+            term, ndim = term[:at] + ELLIPSIS + term[at:], ndim + draw(g, 0, 3)
         terms.append(term)
         ndims.append(ndim)
     equation = ",".join(terms)
-    if _randint(0, 2, g):
+    if draw(g, 0, 2):
         used = sorted({c for c in equation if c.isalpha()})
-        equation += "->" + "".join(_choice(used, g) for _ in range(_randint(0, len(used) + 1, g))) if used else "->"
-    for _ in range(_randint(0, 3, g)):
-        kind = _randint(0, 4, g)
+        equation += "->" + "".join(pick(g, used) for _ in range(draw(g, 0, len(used) + 1))) if used else "->"
+    for _ in range(draw(g, 0, 3)):
+        kind = draw(g, 0, 4)
         if kind == 0:
-            at = _randint(0, len(equation) + 1, g)
-            equation = equation[:at] + _choice(NOISE, g) + equation[at:]
+            at = draw(g, 0, len(equation) + 1)
+            equation = equation[:at] + pick(g, NOISE) + equation[at:]
         elif kind == 1 and equation:
-            at = _randint(0, len(equation), g)
+            at = draw(g, 0, len(equation))
             equation = equation[:at] + equation[at + 1:]
         elif kind == 2:
-            n = _randint(0, len(ndims), g)
-            ndims[n] = max(0, ndims[n] + _choice([-1, 1], g))
+            n = draw(g, 0, len(ndims))
+            ndims[n] = max(0, ndims[n] + pick(g, [-1, 1]))
         elif kind == 3:
             equation = equation.replace(",", " , ").replace("->", " -> ")
     return equation, tuple(ndims)
@@ -355,23 +347,23 @@ def _sizes_public() -> list[Group]:
 
 def _random_sizes_case(g: torch.Generator) -> Case:
     letters = "abijkAB"
-    size = {c: _randint(2, 6, g) for c in letters}
+    size = {c: draw(g, 2, 6) for c in letters}
     terms, shapes = [], []
-    for _ in range(_randint(1, 4, g)):
-        term = "".join(_choice(letters[:4], g) for _ in range(_randint(1, 4, g)))
+    for _ in range(draw(g, 1, 4)):
+        term = "".join(pick(g, letters[:4]) for _ in range(draw(g, 1, 4)))
         shape = [size[c] for c in term]
         for c in set(term):   # sometimes this operand holds size 1 for a letter (everywhere it stands)
-            if _randint(0, 4, g) == 0:
+            if draw(g, 0, 4) == 0:
                 shape = [1 if t == c else s for t, s in zip(term, shape)]
         terms.append(term)
         shapes.append(shape)
-    edit = _randint(0, 5, g)
+    edit = draw(g, 0, 5)
     if edit == 0:           # a size that does not broadcast
-        n = _randint(0, len(shapes), g)
-        d = _randint(0, len(shapes[n]), g)
+        n = draw(g, 0, len(shapes))
+        d = draw(g, 0, len(shapes[n]))
         shapes[n][d] = shapes[n][d] + 1
     elif edit == 1:         # a dimension too many
-        n = _randint(0, len(shapes), g)
+        n = draw(g, 0, len(shapes))
         shapes[n].append(2)
     return _sizes_case(",".join(terms), *[tuple(s) for s in shapes])
 
@@ -379,9 +371,9 @@ def _random_sizes_case(g: torch.Generator) -> Case:
 def _empty_sizes_case(g: torch.Generator) -> Case:
     """Two operands that share a letter of size 0 in one and 1 in the other (torch: the letter is 0)."""
     shared, first, second = _permuted_letters("jabk", g)[:3]
-    size = {first: _randint(1, 5, g), second: _randint(1, 5, g)}
+    size = {first: draw(g, 1, 5), second: draw(g, 1, 5)}
     terms = ["".join(_permuted_letters(shared + first, g)), "".join(_permuted_letters(shared + second, g))]
-    zero, one = (0, 1) if _randint(0, 2, g) else (1, 0)
+    zero, one = (0, 1) if draw(g, 0, 2) else (1, 0)
     shapes = [tuple(zero if c == shared else size[c] for c in terms[0]),
               tuple(one if c == shared else size[c] for c in terms[1])]
     return _sizes_case(",".join(terms), *shapes)

@@ -19,6 +19,7 @@ from tensorcraft.stages import substitute
 
 from .exercise import Case, Exercise, Group, as_call, on_meta
 from .reach import EQUATION_READERS
+from .seed import pick
 
 # What a learner would reach for instead of loops. (Python's own sum() stays allowed.)
 NOT_LOOPS = (
@@ -46,25 +47,21 @@ def _case(equation: str, shapes: list[tuple[int, ...]], dtype: torch.dtype, g: t
     return Case((equation, *[_operand(s, dtype, g) for s in shapes]), note or equation)
 
 
-def _pick(g: torch.Generator, options: list[Any]) -> Any:
-    return options[int(torch.randint(len(options), (1,), generator=g))]
-
-
 def random_equation(g: torch.Generator, max_points: int = 48) -> tuple[str, list[tuple[int, ...]]]:
     """An explicit equation of letters with shapes that fit: 1-3 operands, repeated labels
     (diagonals), size-1 dimensions that broadcast, and the output in a random order."""
     while True:
         pool = [c for c in "ijkbXn" if float(torch.rand(1, generator=g)) < 0.6][:4] or ["i", "j"]
-        size = {c: _pick(g, [1, 2, 3, 4]) for c in pool}
+        size = {c: pick(g, [1, 2, 3, 4]) for c in pool}
         terms, shapes = [], []
-        for _ in range(_pick(g, [1, 2, 2, 2, 3])):
-            letters = [_pick(g, pool) for _ in range(_pick(g, [0, 1, 2, 2, 3]))]
+        for _ in range(pick(g, [1, 2, 2, 2, 3])):
+            letters = [pick(g, pool) for _ in range(pick(g, [0, 1, 2, 2, 3]))]
             broadcast = {c: float(torch.rand(1, generator=g)) < 0.2 for c in letters}
             terms.append("".join(letters))
             shapes.append(tuple(1 if broadcast[c] else size[c] for c in letters))
         used = sorted({c for t in terms for c in t})
         order = torch.randperm(len(used), generator=g).tolist()
-        output = "".join(used[k] for k in order[: _pick(g, list(range(len(used) + 1)))])
+        output = "".join(used[k] for k in order[: pick(g, list(range(len(used) + 1)))])
         points = math.prod(max((d for t, s in zip(terms, shapes) for c2, d in zip(t, s) if c2 == c), default=1)
                            for c in used)
         if points <= max_points:
@@ -74,13 +71,13 @@ def random_equation(g: torch.Generator, max_points: int = 48) -> tuple[str, list
 def empty_dimension_case(g: torch.Generator) -> tuple[str, list[tuple[int, ...]]]:
     """Two operands sharing a label that has size 0 in one and 1 in the other: torch gives it size 0,
     so the result is empty or zero (a size taken as max(0, 1) = 1 reads past the empty dimension)."""
-    shared, a, b = _pick(g, ["jik", "kab", "nXi"])
-    terms = [a + shared if _pick(g, [True, False]) else shared + a, shared + b]
-    empty = _pick(g, [0, 1])
-    sizes = {a: _pick(g, [1, 2, 3]), b: _pick(g, [1, 2, 3])}
+    shared, a, b = pick(g, ["jik", "kab", "nXi"])
+    terms = [a + shared if pick(g, [True, False]) else shared + a, shared + b]
+    empty = pick(g, [0, 1])
+    sizes = {a: pick(g, [1, 2, 3]), b: pick(g, [1, 2, 3])}
     shapes = [tuple((0 if n == empty else 1) if c == shared else sizes[c] for c in term)
               for n, term in enumerate(terms)]
-    kept = [c for c in (a, shared, b) if _pick(g, [True, True, False])]
+    kept = [c for c in (a, shared, b) if pick(g, [True, True, False])]
     output = "".join(kept[i] for i in torch.randperm(len(kept), generator=g).tolist())
     return ",".join(terms) + "->" + output, shapes
 

@@ -21,6 +21,7 @@ from tensorcraft.einstein.parse import EinsumError
 
 from .compare import describe
 from .exercise import Case, Exercise, Group
+from .seed import draw
 from .spy import MATRIX_PRODUCTS, counting
 from .tripwire import ForbiddenCallError, out_of_reach
 
@@ -38,11 +39,6 @@ LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # and at most 2.5 times it (on a 5-matrix chain whose scores tie). The mutants' wrong rules cost
 # far more than 4 times on some public case.
 GREEDY_TOLERANCE = 4.0
-
-
-def _randint(low: int, high: int, g: torch.Generator) -> int:
-    """An integer in [low, high)."""
-    return int(torch.randint(low, high, (1,), generator=g))
 
 
 def _permuted(items: list, g: torch.Generator) -> list:
@@ -126,7 +122,7 @@ def _random_pair_equation(g: torch.Generator) -> tuple[str, dict[str, int]]:
     """A random contraction of two operands: batch, summed, left-only and right-only labels in
     random orders in each operand and in the output."""
     pool = _permuted(list("abcdefghijkmnopq"), g)
-    counts = [_randint(0, 3, g) for _ in range(4)]
+    counts = [draw(g, 0, 3) for _ in range(4)]
     if sum(counts) == 0:
         counts[1] = 1
     groups, at = [], 0
@@ -137,7 +133,7 @@ def _random_pair_equation(g: torch.Generator) -> tuple[str, dict[str, int]]:
     a = "".join(_permuted(batch + summed + left, g))
     b = "".join(_permuted(batch + summed + right, g))
     out = "".join(_permuted(batch + left + right, g))
-    sizes = {c: _randint(1, 5, g) for c in pool}
+    sizes = {c: draw(g, 1, 5) for c in pool}
     return f"{a},{b}->{out}", sizes
 
 
@@ -153,7 +149,7 @@ def _contract_pair_hidden(g: torch.Generator) -> list[Group]:
                             + (" (CPU only)" if integer else ""), cases, cpu_only=integer))
     chains = []
     for _ in range(3):
-        sizes = {c: _randint(1, 5, g) for c in "bijkl"}
+        sizes = {c: draw(g, 1, 5) for c in "bijkl"}
         out = "".join(_permuted(list("bil"), g))
         chains.append(_einsum_case(f"bij,jk,bkl->{out}", sizes, g))
     groups.append(Group("random three-operand chains", chains))
@@ -253,23 +249,23 @@ def _flops_public() -> list[Group]:
 def _random_network(g: torch.Generator, low: int, high: int) -> tuple[str, tuple, list[str]]:
     """A random tensor network: each summed label on two distinct operands, 0-2 open labels
     (each on one operand and in the output), sizes 2-8; the equation in letters and the shapes."""
-    n = _randint(low, high + 1, g)
+    n = draw(g, low, high + 1)
     labels: list[list[str]] = [[] for _ in range(n)]
     names = iter(_permuted(list(LETTERS[:26]), g))
-    bonds = n + _randint(-1, n // 2 + 1, g)
+    bonds = n + draw(g, -1, n // 2 + 1)
     for _ in range(bonds):
         lonely = [p for p in range(n) if not labels[p]]
-        first = lonely[0] if lonely else _randint(0, n, g)
-        second = (first + _randint(1, n, g)) % n
+        first = lonely[0] if lonely else draw(g, 0, n)
+        second = (first + draw(g, 1, n)) % n
         name = next(names)
         labels[first].append(name)
         labels[second].append(name)
     output = []
-    for _ in range(_randint(0, 3, g)):
+    for _ in range(draw(g, 0, 3)):
         name = next(names)
-        labels[_randint(0, n, g)].append(name)
+        labels[draw(g, 0, n)].append(name)
         output.append(name)
-    sizes = {c: _randint(2, 9, g) for terms in labels for c in terms}
+    sizes = {c: draw(g, 2, 9) for terms in labels for c in terms}
     terms = ["".join(_permuted(t, g)) for t in labels]
     equation = ",".join(terms) + "->" + "".join(output)
     return equation, tuple(tuple(sizes[c] for c in t) for t in terms), terms
@@ -396,7 +392,7 @@ def _greedy_hidden(g: torch.Generator) -> list[Group]:
         cases.append(Case((equation, shapes), "a random tensor network"))
     chains = []
     for _ in range(3):
-        n = _randint(3, 6, g)
+        n = draw(g, 3, 6)
         sizes = [int(s) for s in (2 ** torch.randint(1, 9, (n + 1,), generator=g)).tolist()]
         terms = [LETTERS[k] + LETTERS[k + 1] for k in range(n)]
         chains.append(Case((",".join(terms) + "->" + LETTERS[0] + LETTERS[n],

@@ -24,6 +24,7 @@ from ..mutants import mutants_for
 from .compare import describe
 from .exercise import Case, Exercise, Group
 from .report import FAIL, NO_ERROR, WRONG_ERROR, GroupOutcome
+from .seed import draw
 
 # Everything that would do the exercise for the learner. Only module attributes the pipeline does
 # not look up at run time are listed, so that the pipeline around the learner's stage still runs
@@ -252,11 +253,6 @@ def _case(pattern: str, shape: tuple, note: str, route: tuple = (), raises=None,
 NAMES = ("a", "b", "c", "d", "h", "w", "t", "k")
 
 
-def _int(g: torch.Generator, low: int, high: int) -> int:
-    """A random integer in [low, high]."""
-    return int(torch.randint(low, high + 1, (1,), generator=g))
-
-
 def _shuffled(g: torch.Generator, items: list) -> list:
     return [items[i] for i in torch.randperm(len(items), generator=g).tolist()]
 
@@ -264,7 +260,7 @@ def _shuffled(g: torch.Generator, items: list) -> list:
 def _grouped(g: torch.Generator, axes: list, max_group: int = 3) -> list[list[str]]:
     groups, i = [], 0
     while i < len(axes):
-        size = min(len(axes) - i, 1 if _int(g, 0, 2) == 0 else _int(g, 1, max_group))
+        size = min(len(axes) - i, 1 if draw(g, 0, 3) == 0 else draw(g, 1, max_group + 1))
         groups.append(axes[i:i + size])
         i += size
     return groups
@@ -277,18 +273,18 @@ def _side(groups: list) -> str:
 
 def random_rearrange(g: torch.Generator, ellipsis: bool = False) -> tuple[str, tuple, dict]:
     """A valid pattern with compositions on both sides, the lengths it needs, and an input shape."""
-    names = _shuffled(g, list(NAMES))[:_int(g, 2, 5)]
-    length = {name: _int(g, 1, 4) if _int(g, 0, 4) == 0 else _int(g, 2, 4) for name in names}
+    names = _shuffled(g, list(NAMES))[:draw(g, 2, 6)]
+    length = {name: draw(g, 1, 5) if draw(g, 0, 5) == 0 else draw(g, 2, 5) for name in names}
     left = _grouped(g, _shuffled(g, names))
     right = _grouped(g, _shuffled(g, names))
     given: dict[str, int] = {}
     for group in left:
         if len(group) > 1:
-            keep_unknown = _int(g, 0, len(group) - 1)
+            keep_unknown = draw(g, 0, len(group))
             for i, name in enumerate(group):
-                if i != keep_unknown or _int(g, 0, 3) == 0:
+                if i != keep_unknown or draw(g, 0, 4) == 0:
                     given[name] = length[name]
-        elif _int(g, 0, 5) == 0:
+        elif draw(g, 0, 6) == 0:
             given[group[0]] = length[group[0]]
     shape = []
     for group in left:
@@ -297,15 +293,15 @@ def random_rearrange(g: torch.Generator, ellipsis: bool = False) -> tuple[str, t
             size *= length[name]
         shape.append(size)
     if ellipsis:
-        at_left, at_right = _int(g, 0, len(left)), _int(g, 0, len(right))
+        at_left, at_right = draw(g, 0, len(left) + 1), draw(g, 0, len(right) + 1)
         left.insert(at_left, "...")
         groups = [group for group in right if len(group) > 1]
-        if groups and _int(g, 0, 2) == 0:  # inside an output group, which merges its dimensions
-            group = groups[_int(g, 0, len(groups) - 1)]
-            group.insert(_int(g, 0, len(group)), "...")
+        if groups and draw(g, 0, 3) == 0:  # inside an output group, which merges its dimensions
+            group = groups[draw(g, 0, len(groups))]
+            group.insert(draw(g, 0, len(group) + 1), "...")
         else:
             right.insert(at_right, "...")
-        shape[at_left:at_left] = [_int(g, 2, 3) for _ in range(_int(g, 0, 3))]
+        shape[at_left:at_left] = [draw(g, 2, 4) for _ in range(draw(g, 0, 4))]
     given = {name: given[name] for name in sorted(given)}
     return f"{_side(left)} -> {_side(right)}", tuple(shape), given
 
@@ -316,7 +312,7 @@ def random_shape_error(g: torch.Generator, kind: int) -> tuple[str, tuple, dict,
     with random names and lengths."""
     kind %= 4
     a, b, c = _shuffled(g, list(NAMES))[:3]
-    la, lb, lc = _int(g, 2, 4), _int(g, 2, 4), _int(g, 2, 3)
+    la, lb, lc = draw(g, 2, 5), draw(g, 2, 5), draw(g, 2, 4)
     if kind == 0:
         return f"({a} {b}) {c} -> {a} {c} {b}", (la * lb + 1, lc), {a: la}, f"{la} does not divide {la * lb + 1}"
     if kind == 1:
@@ -332,7 +328,7 @@ def random_rank_error(g: torch.Generator, kind: int) -> tuple[str, tuple, dict, 
     kind %= 9
     a, b, c = _shuffled(g, list(NAMES))[:3]
     if kind == 5:
-        n = _int(g, 2, 3)
+        n = draw(g, 2, 4)
         return f"({a} {n}) {b} -> {a} {b}", (2 * n, 3), {}, "a number other than 1 on the left"
     if kind == 6:
         return f"({a} ...) {b} -> {a} ... {b}", (4, 3), {a: 2}, "... inside a group on the left"
@@ -407,23 +403,23 @@ def _parse_public() -> list[Group]:
 
 
 def _random_side(g: torch.Generator) -> str:
-    names = _shuffled(g, list(NAMES))[:_int(g, 1, 5)]
-    words: list = list(names) + [str(_int(g, 2, 5)) for _ in range(_int(g, 0, 2))] + ["1"] * _int(g, 0, 1)
-    if _int(g, 0, 1):
+    names = _shuffled(g, list(NAMES))[:draw(g, 1, 6)]
+    words: list = list(names) + [str(draw(g, 2, 6)) for _ in range(draw(g, 0, 3))] + ["1"] * draw(g, 0, 2)
+    if draw(g, 0, 2):
         words.append("...")
     groups = _grouped(g, _shuffled(g, words))
-    if _int(g, 0, 1) == 0:
-        groups.insert(_int(g, 0, len(groups)), [])
+    if draw(g, 0, 2) == 0:
+        groups.insert(draw(g, 0, len(groups) + 1), [])
     parts = []
     for group in groups:
-        if len(group) == 1 and _int(g, 0, 3):
+        if len(group) == 1 and draw(g, 0, 4):
             parts.append(group[0])
         else:
             parts.append("(" + " ".join(group) + ")")
     text = parts[0]
     for part in parts[1:]:  # a parenthesis ends a word by itself: sometimes no space next to it
         bracketed = text.endswith(")") or part.startswith("(")
-        text += ("" if bracketed and _int(g, 0, 2) == 0 else " " * _int(g, 1, 2)) + part
+        text += ("" if bracketed and draw(g, 0, 3) == 0 else " " * draw(g, 1, 3)) + part
     return text
 
 
@@ -432,7 +428,7 @@ def _random_bad_side(g: torch.Generator, kind: int) -> tuple[str, str]:
     return [(f"{a} ({b} {a})", "a name twice"), (f"... {a} ({b} ...)", "two ellipses"),
             (f"{a} ({b} ({c}))", "nested parentheses"), (f"({a} {b} {c}", "'(' never closed"),
             (f"{a} {b}) {c}", "')' without '('"), (f"{a} {b}_ {c}", "a name ending with _"),
-            (f"{a} ({b} 0)", "a number 0"), (f"{a} {_int(g, 2, 9)}{b}", "a name that is not an identifier"),
+            (f"{a} ({b} 0)", "a number 0"), (f"{a} {draw(g, 2, 10)}{b}", "a name that is not an identifier"),
             (f"{a}\t{b}", "a tab: a character that is not allowed")][kind]
 
 

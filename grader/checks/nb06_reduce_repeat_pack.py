@@ -21,6 +21,7 @@ from tensorcraft.einops.ops import repeat as library_repeat
 
 from .compare import describe
 from .exercise import Case, Exercise, Group
+from .seed import draw
 from .tripwire import out_of_reach
 
 REDUCTIONS = ("sum", "mean", "max", "min", "prod")
@@ -127,38 +128,35 @@ AXIS_NAMES = ("a", "b", "c", "d", "e")
 def _random_reduce_case(g: torch.Generator) -> Case:
     """Input axes a b c ... (some decomposed with a number, as pooling does), a random subset kept in
     a random order, sometimes composed, with unit axes sprinkled in."""
-    def draw(n: int) -> int:
-        return int(torch.randint(n, (1,), generator=g))
-
-    n_axes = 2 + draw(3)
+    n_axes = 2 + draw(g, 3)
     names = list(AXIS_NAMES[:n_axes])
-    sizes = [1 + draw(3) for _ in names]
+    sizes = [1 + draw(g, 3) for _ in names]
     left, shape, lengths = [], [], {}
     for name, size in zip(names, sizes):
-        kind = draw(4)
+        kind = draw(g, 4)
         if kind == 0:      # pooling: (a 2) reduces the 2
-            window = 2 + draw(2)
+            window = 2 + draw(g, 2)
             left.append(f"({name} {window})")
             shape.append(size * window)
         elif kind == 1:    # decomposition with a given length
-            inner = 2 + draw(2)
+            inner = 2 + draw(g, 2)
             left.append(f"({name} {name}{name})")
             lengths[f"{name}{name}"] = inner
             shape.append(size * inner)
         else:
             left.append(name)
             shape.append(size)
-    kept = [name for name in names if draw(2)]
+    kept = [name for name in names if draw(g, 2)]
     kept = [kept[i] for i in torch.randperm(len(kept), generator=g).tolist()]
     right = []
     while kept:
-        take = 2 if len(kept) > 1 and draw(4) == 0 else 1
+        take = 2 if len(kept) > 1 and draw(g, 4) == 0 else 1
         group, kept = kept[:take], kept[take:]
         right.append(group[0] if take == 1 else f"({' '.join(group)})")
-        if draw(3) == 0:
-            right.insert(draw(len(right) + 1), "1")
-    reduction = REDUCTIONS[draw(len(REDUCTIONS))]
-    dtype = (torch.float32, torch.float64, torch.int64)[draw(3)] if reduction != "mean" else torch.float32
+        if draw(g, 3) == 0:
+            right.insert(draw(g, len(right) + 1), "1")
+    reduction = REDUCTIONS[draw(g, len(REDUCTIONS))]
+    dtype = (torch.float32, torch.float64, torch.int64)[draw(g, 3)] if reduction != "mean" else torch.float32
     pattern = f"{' '.join(left)} -> {' '.join(right)}"
     return _reduce_case(_values(tuple(shape), dtype, g), pattern, reduction, f"{reduction} {pattern!r}, {_name(dtype)}",
                         **lengths)
@@ -254,29 +252,26 @@ def _repeat_public() -> list[Group]:
 def _random_repeat_case(g: torch.Generator) -> Case:
     """Input axes in order, then a random output order with one or two new axes (named with a
     keyword length, or a number), often inside a group beside an input axis."""
-    def draw(n: int) -> int:
-        return int(torch.randint(n, (1,), generator=g))
-
-    names = list(AXIS_NAMES[:1 + draw(3)])
-    sizes = [1 + draw(3) for _ in names]
+    names = list(AXIS_NAMES[:1 + draw(g, 3)])
+    sizes = [1 + draw(g, 3) for _ in names]
     lengths = {}
     new = []
-    for i in range(1 + draw(2)):
-        if draw(2):
+    for i in range(1 + draw(g, 2)):
+        if draw(g, 2):
             new.append(f"n{i}")
-            lengths[f"n{i}"] = 2 + draw(2)
+            lengths[f"n{i}"] = 2 + draw(g, 2)
         else:
-            new.append(str(2 + draw(2)))
+            new.append(str(2 + draw(g, 2)))
     order = [names[i] for i in torch.randperm(len(names), generator=g).tolist()]
     right: list[str] = [*order]
     for axis in new:
-        at = draw(len(right) + 1)
+        at = draw(g, len(right) + 1)
         neighbour = min(at, len(right) - 1)
-        if draw(3) and right and "(" not in right[neighbour]:  # in a group with a neighbour, before or after it
-            right[neighbour] = f"({axis} {right[neighbour]})" if draw(2) else f"({right[neighbour]} {axis})"
+        if draw(g, 3) and right and "(" not in right[neighbour]:  # in a group with a neighbour, before or after it
+            right[neighbour] = f"({axis} {right[neighbour]})" if draw(g, 2) else f"({right[neighbour]} {axis})"
         else:
             right.insert(at, axis)
-    dtype = (torch.float32, torch.float64, torch.int64)[draw(3)]
+    dtype = (torch.float32, torch.float64, torch.int64)[draw(g, 3)]
     pattern = f"{' '.join(names)} -> {' '.join(right)}"
     return _repeat_case(_values(tuple(sizes), dtype, g), pattern, f"{pattern!r}, {_name(dtype)}", **lengths)
 

@@ -42,6 +42,8 @@ from tensorcraft.compiler.pipeline import compile_graph
 from .compare import describe
 from .dynamo import without_guard_probe
 from .exercise import Case, Exercise, Group
+from .seed import draw
+from .stages import run_stage, substituted
 
 FX_TRACING = ("torch.fx.symbolic_trace", "torch.fx.Tracer.trace", "torch.fx._symbolic_trace.symbolic_trace")
 
@@ -58,10 +60,6 @@ def _quiet_dynamo() -> Iterator[None]:
             yield
     finally:
         logger.setLevel(level)
-
-
-def _draw(g: torch.Generator, n: int) -> int:
-    return int(torch.randint(n, (1,), generator=g))
 
 
 # ---------------------------------------------------------------- the programs the tracer runs on
@@ -198,25 +196,25 @@ def _module_tensors(program: Callable) -> dict[str, torch.Tensor]:
     return dict(program.named_parameters()) | dict(program.named_buffers())
 
 
+def _with_a_graph(*given_then_captured: Any) -> Captured:
+    """The ``then`` of capture's recorder: a Captured (its type checked already) must hold a Graph."""
+    captured = given_then_captured[-1]
+    if not isinstance(captured.graph, Graph):
+        raise TypeError(f"capture must return a Captured with a Graph in .graph, got {captured!r:.80}")
+    return captured
+
+
 def _through_compile(learner_capture: Callable, spec: tuple, x: torch.Tensor, x2: torch.Tensor) -> tuple:
     """tensorcraft.compile with the learner's tracer as its capture stage; then the graph it recorded,
     compiled again by the pipeline and replayed on a second input."""
     program = build_program(spec, x.device)
-    recorded: list[Any] = []
-
-    def spy(fn, args=(), kwargs=None, module=None):
-        captured = learner_capture(fn, args, kwargs, module)
-        recorded.append(captured)
-        return captured
-
     with torch.no_grad():
-        with tensorcraft.substitute(capture=spy):
-            first = tensorcraft.compile(program, backend="python")(*program_args(spec, x))
-        if not recorded:
-            raise RuntimeError("tensorcraft.compile never called your capture")
-        captured = recorded[-1]
-        if not isinstance(captured, Captured) or not isinstance(captured.graph, Graph):
-            raise TypeError(f"capture must return a Captured with a Graph in .graph, got {captured!r:.80}")
+        def learners(fn, args=(), kwargs=None, module=None):  # called as the exercise states, whatever the names
+            return learner_capture(fn, args, kwargs, module)
+
+        run = run_stage("capture", learners, program, program_args(spec, x), compile_with={"backend": "python"},
+                        returns=(Captured,), what="a Captured with a Graph in .graph", then=_with_a_graph)
+        first, captured = run.result, run.last.returned
         graph = captured.graph
         ops = [n.op for n in graph.nodes if n.kind == "call"]
         params = sorted(n.target for n in graph.params)
@@ -265,56 +263,56 @@ def _capture_public() -> list[Group]:
 def random_steps(g: torch.Generator, width: int) -> tuple[tuple, tuple]:
     """A random straight-line program over x of shape (rows, width) (width even): (steps, outputs)."""
     steps: list[tuple] = []
-    for _ in range(3 + _draw(g, 5)):
+    for _ in range(3 + draw(g, 5)):
         n = len(steps) + 1  # values so far
-        a = _draw(g, n)
-        kind = ("function", "method", "scalar", "binary", "inplace", "reduce", "chunk", "view")[_draw(g, 8)]
+        a = draw(g, n)
+        kind = ("function", "method", "scalar", "binary", "inplace", "reduce", "chunk", "view")[draw(g, 8)]
         if kind == "function":
-            steps.append((kind, sorted(UNARY_FUNCTIONS)[_draw(g, len(UNARY_FUNCTIONS))], (a,), None))
+            steps.append((kind, sorted(UNARY_FUNCTIONS)[draw(g, len(UNARY_FUNCTIONS))], (a,), None))
         elif kind == "method":
-            steps.append((kind, UNARY_METHODS[_draw(g, len(UNARY_METHODS))], (a,), None))
+            steps.append((kind, UNARY_METHODS[draw(g, len(UNARY_METHODS))], (a,), None))
         elif kind == "scalar":
-            steps.append((kind, sorted(SCALAR_OPS)[_draw(g, len(SCALAR_OPS))], (a,), (0.5, 2.0, -1.5)[_draw(g, 3)]))
+            steps.append((kind, sorted(SCALAR_OPS)[draw(g, len(SCALAR_OPS))], (a,), (0.5, 2.0, -1.5)[draw(g, 3)]))
         elif kind == "binary":
-            steps.append((kind, sorted(BINARY)[_draw(g, len(BINARY))], (a, _draw(g, n)), None))
+            steps.append((kind, sorted(BINARY)[draw(g, len(BINARY))], (a, draw(g, n)), None))
         elif kind == "inplace":
-            steps.append((kind, INPLACE[_draw(g, len(INPLACE))], (a,), (0.5, 2.0)[_draw(g, 2)]))
+            steps.append((kind, INPLACE[draw(g, len(INPLACE))], (a,), (0.5, 2.0)[draw(g, 2)]))
         elif kind == "reduce":
-            steps.append((kind, ("sum", "mean", "amax")[_draw(g, 3)], (a,), None))
+            steps.append((kind, ("sum", "mean", "amax")[draw(g, 3)], (a,), None))
         else:
             steps.append((kind, kind, (a,), 2.0))
     last = len(steps)
-    outputs = (last,) if _draw(g, 2) else (last, _draw(g, last))
+    outputs = (last,) if draw(g, 2) else (last, draw(g, last))
     return tuple(steps), outputs
 
 
 def _random_model(g: torch.Generator) -> tuple[tuple, tuple]:
-    name = sorted(ZOO)[_draw(g, len(ZOO))]
-    seed = _draw(g, 1000)
+    name = sorted(ZOO)[draw(g, len(ZOO))]
+    seed = draw(g, 1000)
     if name == "mlp":
-        d_in, hidden, d_out = 2 + _draw(g, 8), 2 + _draw(g, 8), 1 + _draw(g, 6)
-        return ("zoo", name, (d_in, hidden, d_out), seed), (1 + _draw(g, 4), d_in)
+        d_in, hidden, d_out = 2 + draw(g, 8), 2 + draw(g, 8), 1 + draw(g, 6)
+        return ("zoo", name, (d_in, hidden, d_out), seed), (1 + draw(g, 4), d_in)
     if name == "cnn":
-        channels, width, classes = 1 + _draw(g, 3), 2 + _draw(g, 4), 2 + _draw(g, 3)
-        return ("zoo", name, (channels, width, classes), seed), (1 + _draw(g, 2), channels, 3 + _draw(g, 4), 4)
+        channels, width, classes = 1 + draw(g, 3), 2 + draw(g, 4), 2 + draw(g, 3)
+        return ("zoo", name, (channels, width, classes), seed), (1 + draw(g, 2), channels, 3 + draw(g, 4), 4)
     if name == "norm_softmax":
-        d = 2 + _draw(g, 10)
-        return ("zoo", name, (d,), seed), (1 + _draw(g, 3), 2 + _draw(g, 3), d)
-    heads = 1 + _draw(g, 3)
-    d = heads * (2 + _draw(g, 3))
-    return ("zoo", name, (d, heads), seed), (1 + _draw(g, 2), 2 + _draw(g, 4), d)
+        d = 2 + draw(g, 10)
+        return ("zoo", name, (d,), seed), (1 + draw(g, 3), 2 + draw(g, 3), d)
+    heads = 1 + draw(g, 3)
+    d = heads * (2 + draw(g, 3))
+    return ("zoo", name, (d, heads), seed), (1 + draw(g, 2), 2 + draw(g, 4), d)
 
 
 def _capture_hidden(g: torch.Generator) -> list[Group]:
     programs = []
     for _ in range(6):
-        width = 2 * (1 + _draw(g, 3))
+        width = 2 * (1 + draw(g, 3))
         steps, outputs = random_steps(g, width)
-        programs.append(_capture_case(("steps", steps, outputs), (1 + _draw(g, 4), width), g,
+        programs.append(_capture_case(("steps", steps, outputs), (1 + draw(g, 4), width), g,
                                       f"random program of {len(steps)} steps"))
     steps, outputs = random_steps(g, 2)
-    k = (2, 0.5, -1.5)[_draw(g, 3)]
-    programs.append(_capture_case(("number first", k, steps, outputs), (1 + _draw(g, 4), 2), g,
+    k = (2, 0.5, -1.5)[draw(g, 3)]
+    programs.append(_capture_case(("number first", k, steps, outputs), (1 + draw(g, 4), 2), g,
                                   f"f(k, x) called with k = {k}: a random program of {len(steps)} steps on x * k"))
     models = []
     for _ in range(3):
@@ -402,30 +400,17 @@ def _guard_reference(calls: list[tuple]) -> list[bool]:
 
 def _through_the_cache(learner_guard: Callable, calls: list[tuple]) -> list[bool]:
     """The same calls through tensorcraft.compile with the learner's guard deciding every cache hit."""
-    answers: list[Any] = []
-    raised: list[BaseException] = []
-
-    def spy(name, value, remembered):
-        try:
-            answer = learner_guard(name, value, remembered)
-        except BaseException as error:   # the learner's own error (NotImplementedError too): reported as theirs
-            raised.append(error)
-            raise
-        if answer is not None and not isinstance(answer, str):
-            raise TypeError(f"input_guard must return None or a str (the reason), got {answer!r:.60}")
-        answers.append(answer)
-        return answer
-
     compiled = tensorcraft.compile(_scaled, backend="python")
     anew = []
-    with tensorcraft.substitute(check_input=spy):
+    with substituted("check_input", learner_guard, name="input_guard", returns=(str, type(None)),
+                     what="None or a str (the reason)") as spy:
         for args in _real(calls):
             before = compiled.stats.compiles
             try:
                 compiled(*args)
             except RuntimeError:  # an entry reused for inputs it was not built for may fail to run
-                if raised:
-                    raise raised[0] from None
+                if spy.errors:    # the learner's own error (NotImplementedError too): reported as theirs
+                    raise spy.errors[0] from None
             anew.append(compiled.stats.compiles > before)
     return anew
 
@@ -469,17 +454,17 @@ def _guard_public() -> list[Group]:
 def _random_change(g: torch.Generator, x: torch.Tensor | OnMeta, k: Any) -> tuple[tuple, str]:
     if isinstance(x, OnMeta):
         return (x.tensor, k), "device meta -> cpu"
-    kind = _draw(g, 10)
+    kind = draw(g, 10)
     if kind == 0:
         return (torch.randn(*x.shape, generator=g).to(x.dtype), k), "new values"
     if kind == 1:
         shape = list(x.shape)
-        shape[_draw(g, len(shape))] += 1 + _draw(g, 2)
+        shape[draw(g, len(shape))] += 1 + draw(g, 2)
         return (torch.randn(*shape, generator=g).to(x.dtype), k), f"shape -> {shape}"
     if kind == 2:
         return (x.reshape(x.shape[::-1]).clone() if x.dim() == 2 else x.reshape(-1), k), "same numel, other shape"
     if kind == 3:
-        dtype = (torch.float64, torch.float16, torch.bfloat16)[_draw(g, 3)]
+        dtype = (torch.float64, torch.float16, torch.bfloat16)[draw(g, 3)]
         return (x.to(dtype), k), f"dtype -> {dtype}"
     if kind == 4 and x.dim() == 2:
         return (torch.randn(*x.shape[::-1], generator=g).to(x.dtype).t(), k), "transposed strides"
@@ -498,12 +483,12 @@ def _random_change(g: torch.Generator, x: torch.Tensor | OnMeta, k: Any) -> tupl
 def _guard_hidden(g: torch.Generator) -> list[Group]:
     cases = []
     for _ in range(6):
-        shape = tuple(1 + _draw(g, 4) for _ in range(1 + _draw(g, 3)))
+        shape = tuple(1 + draw(g, 4) for _ in range(1 + draw(g, 3)))
         x = torch.randn(*shape, generator=g)
-        k = (2, 3, 0.5, True)[_draw(g, 4)]
+        k = (2, 3, 0.5, True)[draw(g, 4)]
         calls, notes = [(x, k)], []
-        for _ in range(1 + _draw(g, 3)):
-            base = calls[_draw(g, len(calls))]
+        for _ in range(1 + draw(g, 3)):
+            base = calls[draw(g, len(calls))]
             args, note = _random_change(g, *base)
             calls.append(args)
             notes.append(note)
@@ -610,16 +595,10 @@ def _refusal_reference(name: str, x: torch.Tensor) -> tuple[bool, Any]:
 
 def _through_capture(learner_refusal: Callable, name: str, x: torch.Tensor) -> tuple[bool, Any]:
     """tensorcraft.compile with the learner's refusal: (did the call run eagerly?, its result)."""
-    def spy(op, args, kwargs):
-        answer = learner_refusal(op, args, kwargs)
-        if answer is not None and not isinstance(answer, str):
-            raise TypeError(f"refusal must return None or a str (the reason), got {answer!r:.60}")
-        return answer
-
-    compiled = tensorcraft.compile(PROGRAMS[name], backend="python")
-    with torch.no_grad(), tensorcraft.substitute(refusal=spy), _seeded(x.device):
-        result = compiled(x)
-    return compiled.stats.compiles == 0, result
+    with _seeded(x.device):
+        run = run_stage("refusal", learner_refusal, PROGRAMS[name], (x,), compile_with={"backend": "python"},
+                        grad=False, required=False, returns=(str, type(None)), what="None or a str (the reason)")
+    return run.compiled.stats.compiles == 0, run.result
 
 
 def _refusal_case(name: str, x: torch.Tensor) -> Case:
@@ -654,8 +633,8 @@ def _refusal_hidden(g: torch.Generator) -> list[Group]:
         names += [pool[i] for i in torch.randperm(len(pool), generator=g)[:count].tolist()]
     cases = []
     for i in torch.randperm(len(names), generator=g).tolist():
-        shape = (1 + _draw(g, 5), 2 + _draw(g, 4))
-        cases.append(_refusal_case(names[i], torch.randn(*shape, generator=g) * (1 + _draw(g, 4))))
+        shape = (1 + draw(g, 5), 2 + draw(g, 4))
+        cases.append(_refusal_case(names[i], torch.randn(*shape, generator=g) * (1 + draw(g, 4))))
     return [Group("programs drawn at random, on inputs of random sizes", cases)]
 
 

@@ -1,8 +1,8 @@
 """Checks for notebook 08 (graph passes): dead-code elimination, CSE, constant folding, conv+batchnorm.
 
-Each pass the learner writes runs inside ``tensorcraft.compile``: the check compiles a small program
-with ``tensorcraft.substitute(<stage>=learner_fn)`` in force, so the pipeline calls the learner's pass,
-and compares
+Each pass the learner writes runs inside ``tensorcraft.compile``: the check compiles a small program (a
+``programs.Program``, drawn as steps and shown as its source) with the learner's pass substituted for the
+stage (``stages.run_stage``), so the pipeline calls the learner's pass, and compares
 
   * what the compiled code returns with what eager PyTorch returns (the numerics),
   * the calls left in the optimized graph (``compiled.compiled.optimized``) with the calls torch.fx's
@@ -22,19 +22,20 @@ import warnings
 
 import torch
 import torch.fx
-import torch.nn.functional as F
 from torch import nn
 from torch.fx.experimental import const_fold
 from torch.fx.experimental.optimization import fuse as fx_fuse_conv_bn
 from torch.fx.passes.dialect.common.cse_pass import CSEPass
 from torch.nn.utils.fusion import fuse_conv_bn_eval, fuse_conv_bn_weights
 
-import tensorcraft
+from tensorcraft.compiler.ir import Graph
 from tensorcraft.compiler.opnames import canonical_name
 from tensorcraft.compiler.passes import constant_folding, conv_bn, cse, dce
 
-from .compare import describe
 from .exercise import Case, Exercise, Group
+from .programs import Program
+from .seed import draw
+from .stages import run_stage
 
 # The pipeline's passes, held here before any tripwire replaces the module attributes: the compiled
 # model calls these (the swappable stages), and the stage calls the learner's function in their place.
@@ -47,67 +48,54 @@ GRAPH_RULES_HINT = ("your pass returned a graph that breaks the IR's rules (the 
 
 # ---------------------------------------------------------------- programs
 #
-# A program is (steps, outputs, n_inputs): each step is (op, operand indices, extra) over a growing list of
-# values that starts with the inputs x, y of shape (4, 6) and w of shape (6, 6). The same program runs
-# eagerly, under torch.fx.symbolic_trace and under tensorcraft.compile.
+# A program is drawn as steps (op, operand indices, extra) over a growing list of values that starts with the
+# inputs x, y of shape (4, 6) and w of shape (6, 6) (for folding: x, and the parameters p (6, 6) and q (6,));
+# ``as_program`` writes it as a programs.Program, whose source the learner reads and which runs eagerly, under
+# torch.fx.symbolic_trace and under tensorcraft.compile.
 
 SHAPE, WIDTH = (4, 6), 6
 # A tensor the program reads from outside (a global): captured as a constant node, traced by torch.fx as a
 # get_attr. It has no dimensions, so it combines with inputs on any device.
 HALF = torch.tensor(0.5)
-_UNARY = {"sin": torch.sin, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "neg": torch.neg,
-          "abs": torch.abs}
-_OPS = {
-    **{name: (lambda fn: lambda a, extra: fn(a))(fn) for name, fn in _UNARY.items()},
-    "add": lambda a, b, extra: a + b,
-    "mul": lambda a, b, extra: a * b,
-    "sub": lambda a, b, extra: a - b,
-    "scale": lambda a, extra: a * extra,                       # x * 2.0: the number is an argument
-    "shift": lambda a, extra: a + extra,
-    "matmul": lambda a, w, extra: a @ w,
-    "softmax": lambda a, extra: torch.softmax(a, extra),      # the dim is an argument
-    "gelu": lambda a, extra: F.gelu(a, approximate=extra),    # "none" or "tanh": a keyword argument
-    "stack_sum": lambda a, b, extra: torch.stack([a, b]).sum(0),  # operands inside a list
-    "center": lambda a, extra: a - a.mean(extra, keepdim=True),
-    "round_trip": lambda a, extra: a.to(extra).to(torch.float32),  # the dtype is an argument
-    "by_half": lambda a, extra: a * HALF,                      # reads a constant tensor
-    "int_scale": lambda a, extra: (a * 4).round().to(torch.int64) * extra,  # integers times a number
+_SOURCE = {
+    **{name: f"torch.{name}({{a}})" for name in ("sin", "tanh", "sigmoid", "relu", "neg", "abs")},
+    "add": "{a} + {b}",
+    "mul": "{a} * {b}",
+    "sub": "{a} - {b}",
+    "scale": "{a} * {extra!r}",                                 # x * 2.0: the number is an argument
+    "shift": "{a} + {extra!r}",
+    "matmul": "{a} @ {b}",
+    "softmax": "torch.softmax({a}, {extra!r})",                 # the dim is an argument
+    "gelu": "F.gelu({a}, approximate={extra!r})",               # "none" or "tanh": a keyword argument
+    "stack_sum": "torch.stack([{a}, {b}]).sum(0)",              # operands inside a list
+    "center": "{a} - {a}.mean({extra!r}, keepdim=True)",
+    "round_trip": "{a}.to({extra}).to(torch.float32)",          # the dtype is an argument
+    "by_half": "{a} * HALF",                                    # reads a constant tensor
+    "int_scale": "(({a} * 4).round().to(torch.int64) * {extra!r})",  # integers times a number
+    "arange": "torch.arange({width:.1f}, device=device) * {extra!r}",  # factories: constants when folding
+    "ones": "torch.ones({width}, device=device) * {extra!r}",
 }
-# how many calls each op records (for the learner's report only)
-_CALLS = {"stack_sum": 2, "center": 2, "round_trip": 2, "int_scale": 4}
 
 
-def run_program(program, *inputs):
-    """Run a program on its inputs (tensors or fx proxies); returns the tuple of outputs."""
+def as_program(program, params: tuple[str, ...] = ("x", "y", "w")) -> Program:
+    """(steps, outputs, n_inputs) as the function a learner would write: ``f(x, y, w)`` returning a tuple
+    (for folding, ``params`` are x, p, q and the factories' device)."""
     steps, outputs, _ = program
-    values = list(inputs)
+    names = [p for p in params if p != "device"]
+    lines = []
     for op, operands, extra in steps:
-        values.append(_OPS[op](*[values[i] for i in operands], extra))
-    return tuple(values[i] for i in outputs)
-
-
-def as_function(program):
-    """The program as a plain function of (x, y, w): what tensorcraft.compile and torch.fx see."""
-    def program_fn(x, y, w):
-        return run_program(program, x, y, w)
-    return program_fn
+        operand = dict(zip("ab", (names[i] for i in operands)))
+        lines.append(f"v{len(lines)} = " + _SOURCE[op].format(**operand, extra=extra, width=WIDTH))
+        names.append(f"v{len(lines) - 1}")
+    returned = ", ".join(names[i] for i in outputs)
+    return Program((*lines, f"return ({returned},)" if len(outputs) == 1 else f"return {returned}"), params,
+                   constants=(("HALF", HALF),))
 
 
 def program_inputs(seed: int = 0, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, ...]:
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(SHAPE, generator=g).to(dtype), torch.randn(SHAPE, generator=g).to(dtype),
             (torch.randn(WIDTH, WIDTH, generator=g) / WIDTH ** 0.5).to(dtype))
-
-
-def describe_program(program) -> str:
-    steps, outputs, _ = program
-    names = ["x", "y", "w"]
-    lines = []
-    for op, operands, extra in steps:
-        names.append(f"v{len(names) - 3}")
-        args = ", ".join(names[i] for i in operands) + ("" if extra is None else f", {extra!r}")
-        lines.append(f"{names[-1]}={op}({args})")
-    return "; ".join(lines) + f"; return {', '.join(names[i] for i in outputs)}"
 
 
 def _fx_calls(gm: torch.fx.GraphModule) -> list[str]:
@@ -140,33 +128,33 @@ def _shared_outputs(outputs) -> list[str]:
 def _compile_with(stage: str, learner_fn, fn, inputs, passes):
     """Compile ``fn`` with ``passes``, the learner's function substituted for ``stage``; run it once.
     Returns (what the compiled code returned, the optimized graph that substitute built)."""
-    compiled = tensorcraft.compile(fn, passes=passes)
-    with tensorcraft.substitute(**{stage: learner_fn}):
-        out = compiled(*inputs)
-    built = compiled.compiled
+    run = run_stage(stage, learner_fn, fn, inputs, compile_with={"passes": passes}, returns=(Graph,), what="a Graph",
+                    required=False)
+    built = run.compiled.compiled
     if built is None:  # capture refused: nothing was compiled, which no program here should cause
-        raise RuntimeError(f"tensorcraft.compile ran eagerly: {compiled.explain()}")
-    return out, built.optimized
+        raise RuntimeError(f"tensorcraft.compile ran eagerly: {run.compiled.explain()}")
+    return run.result, built.optimized
 
 
 # ---------------------------------------------------------------- exercise 1: dead-code elimination
 
 
 def _dce_reference(program, inputs):
-    gm = torch.fx.symbolic_trace(as_function(program))
+    gm = torch.fx.symbolic_trace(program.fn)
     gm.graph.eliminate_dead_code()
-    return (run_program(program, *inputs), _fx_calls(gm), sum(1 for n in gm.graph.nodes if n.op == "placeholder"),
+    return (program(*inputs), _fx_calls(gm), sum(1 for n in gm.graph.nodes if n.op == "placeholder"),
             _fx_tensors_read(gm))
 
 
 def _dce_in_the_pipeline(learner_dce, program, inputs):
-    out, graph = _compile_with("eliminate_dead_code", learner_dce, as_function(program), inputs, [DCE_STAGE])
+    out, graph = _compile_with("eliminate_dead_code", learner_dce, program.fn, inputs, [DCE_STAGE])
     return out, _our_calls(graph), len(graph.placeholders), _our_tensors_read(graph)
 
 
 def _program_case(program, note: str = "", seed: int = 0) -> Case:
     """The inputs are arguments of the case, so that the check moves them to each device it runs on."""
-    return Case((program, program_inputs(seed)), note or describe_program(program))
+    program = as_program(program)
+    return Case((program, program_inputs(seed)), note or repr(program))
 
 
 def _dce_public() -> list[Group]:
@@ -198,10 +186,6 @@ def _dce_public() -> list[Group]:
     ]
 
 
-def _draw(g: torch.Generator, n: int) -> int:
-    return int(torch.randint(n, (1,), generator=g))
-
-
 _SIMPLE = ("sin", "tanh", "sigmoid", "relu", "neg", "abs", "add", "mul", "sub", "scale", "shift", "matmul",
            "softmax", "gelu", "stack_sum", "center")
 
@@ -209,20 +193,20 @@ _SIMPLE = ("sin", "tanh", "sigmoid", "relu", "neg", "abs", "add", "mul", "sub", 
 def _random_step(g: torch.Generator, n_values: int):
     """One random step over values 0..n_values-1 (all of shape (4, 6) except w, index 2)."""
     full = [i for i in range(n_values) if i != 2]
-    pick = lambda: full[_draw(g, len(full))]  # noqa: E731
-    op = _SIMPLE[_draw(g, len(_SIMPLE))]
+    pick = lambda: full[draw(g, len(full))]  # noqa: E731
+    op = _SIMPLE[draw(g, len(_SIMPLE))]
     if op in ("add", "mul", "sub", "stack_sum"):
         return op, (pick(), pick()), None
     if op == "matmul":
         return op, (pick(), 2), None
     if op == "scale":
-        return op, (pick(),), (0.5, 2.0, -1.0)[_draw(g, 3)]
+        return op, (pick(),), (0.5, 2.0, -1.0)[draw(g, 3)]
     if op == "shift":
-        return op, (pick(),), (1.0, -0.5)[_draw(g, 2)]
+        return op, (pick(),), (1.0, -0.5)[draw(g, 2)]
     if op in ("softmax", "center"):
-        return op, (pick(),), (0, -1)[_draw(g, 2)]
+        return op, (pick(),), (0, -1)[draw(g, 2)]
     if op == "gelu":
-        return op, (pick(),), ("none", "tanh")[_draw(g, 2)]
+        return op, (pick(),), ("none", "tanh")[draw(g, 2)]
     return op, (pick(),), None
 
 
@@ -231,16 +215,16 @@ def _random_program(g: torch.Generator, n_steps: int):
     for _ in range(n_steps):
         steps.append(_random_step(g, 3 + len(steps)))
     last = 3 + len(steps) - 1
-    outputs = sorted({last, 3 + _draw(g, len(steps))}) if _draw(g, 2) else [last]
+    outputs = sorted({last, 3 + draw(g, len(steps))}) if draw(g, 2) else [last]
     return tuple(steps), tuple(outputs), 3
 
 
 def _dce_hidden(g: torch.Generator) -> list[Group]:
-    dead_constant = ((("by_half", (_draw(g, 2),), None), ("tanh", (1,), None), ("sin", (0,), None),
+    dead_constant = ((("by_half", (draw(g, 2),), None), ("tanh", (1,), None), ("sin", (0,), None),
                       ("add", (4, 5), None)), (6,), 3)
-    return [Group("random programs", [_program_case(_random_program(g, 3 + _draw(g, 6)), seed=_draw(g, 1000))
+    return [Group("random programs", [_program_case(_random_program(g, 3 + draw(g, 6)), seed=draw(g, 1000))
                                       for _ in range(10)]),
-            Group("a dead constant", [_program_case(dead_constant, seed=_draw(g, 1000))])]
+            Group("a dead constant", [_program_case(dead_constant, seed=draw(g, 1000))])]
 
 
 DCE = Exercise(
@@ -255,7 +239,7 @@ DCE = Exercise(
                "tensorcraft.compiler.passes.dce.eliminate_dead_code"),
     extra_hints={ValueError: GRAPH_RULES_HINT},
     call=_dce_in_the_pipeline,
-    show=lambda program, inputs: describe_program(program),
+    show=lambda program, inputs: repr(program),
     parts=("the compiled program's results", "the calls left (torch.fx's DCE keeps these)", "the number of inputs left"),
 )
 
@@ -269,21 +253,22 @@ def check_eliminate_dead_code(eliminate_dead_code, hidden: bool = False) -> None
 
 
 def _cse_reference(program, inputs, against_fx: bool):
-    outputs = run_program(program, *inputs)
+    outputs = program(*inputs)
     if not against_fx:
         return outputs, _shared_outputs(outputs)
-    theirs = CSEPass()(torch.fx.symbolic_trace(as_function(program))).graph_module
+    theirs = CSEPass()(torch.fx.symbolic_trace(program.fn)).graph_module
     return outputs, _shared_outputs(outputs), _fx_calls(theirs)
 
 
 def _cse_in_the_pipeline(learner_cse, program, inputs, against_fx: bool):
-    out, graph = _compile_with("eliminate_common_subexpressions", learner_cse, as_function(program), inputs,
+    out, graph = _compile_with("eliminate_common_subexpressions", learner_cse, program.fn, inputs,
                                [CSE_STAGE])
     return (out, _shared_outputs(out)) + ((_our_calls(graph),) if against_fx else ())
 
 
 def _cse_case(program, note: str = "", seed: int = 0, against_fx: bool = True) -> Case:
-    return Case((program, program_inputs(seed), against_fx), note or describe_program(program))
+    program = as_program(program)
+    return Case((program, program_inputs(seed), against_fx), note or repr(program))
 
 
 def _cse_public() -> list[Group]:
@@ -325,10 +310,10 @@ def _cse_public() -> list[Group]:
 
 def _random_cse_program(g: torch.Generator):
     """A random program, then copies of some of its steps (exact, or with another number or dim), all summed."""
-    steps = list(_random_program(g, 2 + _draw(g, 4))[0])
-    for _ in range(2 + _draw(g, 4)):
-        op, operands, extra = steps[_draw(g, len(steps))]
-        if _draw(g, 3) == 0 and op in ("scale", "shift", "softmax", "gelu", "center"):
+    steps = list(_random_program(g, 2 + draw(g, 4))[0])
+    for _ in range(2 + draw(g, 4)):
+        op, operands, extra = steps[draw(g, len(steps))]
+        if draw(g, 3) == 0 and op in ("scale", "shift", "softmax", "gelu", "center"):
             extra = {"scale": 3.0, "shift": 2.0, "softmax": 1, "gelu": "tanh", "center": 0}[op] \
                 if extra != {"scale": 3.0, "shift": 2.0, "softmax": 1, "gelu": "tanh", "center": 0}[op] else \
                 {"scale": 0.5, "shift": 1.0, "softmax": 0, "gelu": "none", "center": -1}[op]
@@ -342,9 +327,9 @@ def _random_cse_program(g: torch.Generator):
 
 def _cse_hidden(g: torch.Generator) -> list[Group]:
     return [
-        Group("random programs with repeated steps", [_cse_case(_random_cse_program(g), seed=_draw(g, 1000))
+        Group("random programs with repeated steps", [_cse_case(_random_cse_program(g), seed=draw(g, 1000))
                                                       for _ in range(8)]),
-        Group("same op, different arguments", [_cse_case(_near_duplicates(g, op), seed=_draw(g, 1000),
+        Group("same op, different arguments", [_cse_case(_near_duplicates(g, op), seed=draw(g, 1000),
                                                          against_fx=op != "int_scale")
                                                for op in ("scale", "softmax", "gelu", "stack_sum", "round_trip",
                                                           "int_scale")]),
@@ -359,14 +344,14 @@ def _cse_hidden(g: torch.Generator) -> list[Group]:
 
 def _near_duplicates(g: torch.Generator, op: str):
     """op twice on the same random value with different arguments, the two results subtracted."""
-    source = (0, 1)[_draw(g, 2)]
-    steps = [(("sin", "tanh", "sigmoid")[_draw(g, 3)], (source,), None)]
+    source = (0, 1)[draw(g, 2)]
+    steps = [(("sin", "tanh", "sigmoid")[draw(g, 3)], (source,), None)]
     if op == "stack_sum":
         steps += [("neg", (source,), None), ("stack_sum", (3, 4), None), ("stack_sum", (4, 3), None)]
     else:
         first, second = {"scale": (0.5, -1.0), "softmax": (0, -1), "gelu": ("none", "tanh"),
                          "round_trip": (torch.float16, torch.bfloat16), "int_scale": (3, 3.0)}[op]
-        if _draw(g, 2) and op != "int_scale":  # int first: the merged result would be int64, not float32
+        if draw(g, 2) and op != "int_scale":  # int first: the merged result would be int64, not float32
             first, second = second, first
         steps += [(op, (3,), first), (op, (3,), second)]
     n = 3 + len(steps)
@@ -388,7 +373,7 @@ CSE = Exercise(
                "tensorcraft.compiler.passes.cse.eliminate_common_subexpressions"),
     extra_hints={ValueError: GRAPH_RULES_HINT},
     call=_cse_in_the_pipeline,
-    show=lambda program, inputs, against_fx: describe_program(program),
+    show=lambda program, inputs, against_fx: repr(program),
     parts=("the compiled program's results", "the results that share memory", "the calls left (torch.fx's CSEPass keeps these)"),
 )
 
@@ -403,14 +388,13 @@ def check_eliminate_common_subexpressions(eliminate_common_subexpressions, hidde
 # A module whose forward is a program over (x, self.p, self.q): p (6, 6) and q (6,) are parameters, and
 # every step that reads only them (and factory calls such as torch.arange) can be folded in a frozen graph.
 
-_FACTORY = {"arange": lambda extra, device: torch.arange(float(WIDTH), device=device) * extra,
-            "ones": lambda extra, device: torch.ones(WIDTH, device=device) * extra}
+FOLD_PARAMS = ("x", "p", "q", "device")   # factories create their tensors on ``device``
 
 
 class ProgramModule(nn.Module):
-    """``forward(x)`` runs a program over the values [x, p, q, <factories>...]; p, q are parameters."""
+    """``forward(x)`` runs a program ``f(x, p, q, device)`` (``as_program(..., FOLD_PARAMS)``); p, q are parameters."""
 
-    def __init__(self, program, seed: int = 0, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(self, program: Program, seed: int = 0, dtype: torch.dtype = torch.float32) -> None:
         super().__init__()
         g = torch.Generator().manual_seed(seed)
         self.program = program
@@ -419,14 +403,8 @@ class ProgramModule(nn.Module):
         self.device = torch.device("cpu")  # where factories create their tensors: a plain attribute, as fx needs
 
     def forward(self, x):
-        steps, outputs, _ = self.program
-        values = [x, self.p, self.q]
-        for op, operands, extra in steps:
-            if op in _FACTORY:
-                values.append(_FACTORY[op](extra, self.device))
-            else:
-                values.append(_OPS[op](*[values[i] for i in operands], extra))
-        return values[outputs[0]] if len(outputs) == 1 else tuple(values[i] for i in outputs)
+        out = self.program.fn(x, self.p, self.q, self.device)
+        return out[0] if len(out) == 1 else out
 
 
 def _as_tuple(value) -> tuple:
@@ -487,13 +465,11 @@ def _shared_across_calls(first, second) -> list[str]:
 
 def _fold_in_the_pipeline(learner_fold, program, seed: int, mode: str, x: torch.Tensor):
     model, x = _fold_setup(program, seed, mode, x)
-    compiled = tensorcraft.compile(model, passes=[FOLD_STAGE, DCE_STAGE])
-    with tensorcraft.substitute(fold_constants=learner_fold):
-        if mode == "grad":
-            outputs = _as_tuple(compiled(x))
-            return tuple(o.detach() for o in outputs), _gradients(model, x, outputs)
-        with torch.no_grad():
-            outputs = _as_tuple(compiled(x))
+    run = run_stage("fold_constants", learner_fold, model, (x,), compile_with={"passes": [FOLD_STAGE, DCE_STAGE]},
+                    grad=mode == "grad", returns=(Graph,), what="a Graph", required=False)
+    outputs, compiled = _as_tuple(run.result), run.compiled
+    if mode == "grad":
+        return tuple(o.detach() for o in outputs), _gradients(model, x, outputs)
     built = compiled.compiled
     if mode == "baked":  # parameters the optimized graph no longer reads, whose values it baked in unrecorded
         gone = _live_params(built.captured) - _live_params(built.optimized)
@@ -508,7 +484,7 @@ def _fold_in_the_pipeline(learner_fold, program, seed: int, mode: str, x: torch.
 
 def _fold_case(steps, outputs, note: str, mode: str = "frozen", seed: int = 0) -> Case:
     x = torch.randn(SHAPE, generator=torch.Generator().manual_seed(seed + 1))
-    return Case(((tuple(steps), tuple(outputs), 1), seed, mode, x), f"{note} ({mode})")
+    return Case((as_program((tuple(steps), tuple(outputs), 1), FOLD_PARAMS), seed, mode, x), f"{note} ({mode})")
 
 
 # values: 0 = x (4, 6), 1 = p (6, 6), 2 = q (6,)
@@ -555,33 +531,33 @@ def _random_fold_program(g: torch.Generator):
 
     def pick(kind: str | None = None) -> int:
         choices = [i for i, k in kinds.items() if kind is None and k != "x" or k == kind]
-        return choices[_draw(g, len(choices))]
+        return choices[draw(g, len(choices))]
 
-    for _ in range(1 + _draw(g, 4)):
-        kind, source = _draw(g, 5), pick()
+    for _ in range(1 + draw(g, 4)):
+        kind, source = draw(g, 5), pick()
         if kind == 0:
-            steps.append((("arange", "ones")[_draw(g, 2)], (), (0.5, 2.0)[_draw(g, 2)]))
+            steps.append((("arange", "ones")[draw(g, 2)], (), (0.5, 2.0)[draw(g, 2)]))
             kinds[3 + len(steps) - 1] = "vec"
             continue
         if kind == 1:
-            steps.append((("tanh", "sigmoid", "neg", "abs")[_draw(g, 4)], (source,), None))
+            steps.append((("tanh", "sigmoid", "neg", "abs")[draw(g, 4)], (source,), None))
         elif kind == 2:
-            steps.append(("scale", (source,), (0.5, 2.0, -1.0)[_draw(g, 3)]))
+            steps.append(("scale", (source,), (0.5, 2.0, -1.0)[draw(g, 3)]))
         elif kind == 3:
-            steps.append(("softmax", (source,), (0, -1)[_draw(g, 2)]))
+            steps.append(("softmax", (source,), (0, -1)[draw(g, 2)]))
         else:
-            other = pick(kinds[source]) if _draw(g, 2) else pick("vec")
+            other = pick(kinds[source]) if draw(g, 2) else pick("vec")
             steps.append(("add", (source, other), None))
         kinds[3 + len(steps) - 1] = kinds[source]
     value = 0
-    for _ in range(2 + _draw(g, 3)):
-        kind = _draw(g, 3)
+    for _ in range(2 + draw(g, 3)):
+        kind = draw(g, 3)
         if kind == 0:
             steps.append(("matmul", (value, pick("mat")), None))
         elif kind == 1:
-            steps.append((("add", "mul", "sub")[_draw(g, 3)], (value, pick("vec")), None))
+            steps.append((("add", "mul", "sub")[draw(g, 3)], (value, pick("vec")), None))
         else:
-            steps.append((("sin", "tanh", "relu")[_draw(g, 3)], (value,), None))
+            steps.append((("sin", "tanh", "relu")[draw(g, 3)], (value,), None))
         value = 3 + len(steps) - 1
         kinds[value] = "x"
     return steps, (value,)
@@ -590,16 +566,16 @@ def _random_fold_program(g: torch.Generator):
 def _fold_hidden(g: torch.Generator) -> list[Group]:
     programs = [_random_fold_program(g) for _ in range(6)]
     return [
-        Group("random programs, frozen", [_fold_case(s, o, "random program", seed=_draw(g, 1000))
+        Group("random programs, frozen", [_fold_case(s, o, "random program", seed=draw(g, 1000))
                                           for s, o in programs]),
         Group("random programs, with gradients", [_fold_case(s, o, "random program", mode="grad",
-                                                             seed=_draw(g, 1000)) for s, o in programs[:2]]),
+                                                             seed=draw(g, 1000)) for s, o in programs[:2]]),
         Group("a returned value is computed at every call", [
             _fold_case([("sin", (0,), None), ("tanh", (2,), None), ("scale", (4,), 3.0)], (3, 5),
                        "return sin(x), tanh(q) * 3", mode="returned"),
         ]),
         Group("a parameter folded into a constant is recorded (graph.param_value), so that the guards compare it", [
-            _fold_case(s, o, "random program", mode="baked", seed=_draw(g, 1000)) for s, o in programs]),
+            _fold_case(s, o, "random program", mode="baked", seed=draw(g, 1000)) for s, o in programs]),
     ]
 
 
@@ -623,7 +599,7 @@ FOLD = Exercise(
                   "every call; fold a call only when every one of node.inputs is known",
     },
     call=_fold_in_the_pipeline,
-    show=lambda program, seed, mode, x: f"x: {describe(x)}",
+    show=lambda program, seed, mode, x: program.show((x,)),
     parts=("the compiled model's results",),
 )
 
@@ -687,9 +663,9 @@ def _fold_conv_bn_in_the_pipeline(learner_fold, weight, bias, running_mean, runn
     if any(not isinstance(g, torch.Tensor) or g.shape != e.shape or g.dtype != e.dtype or g.device != e.device
            for g, e in zip(got, (weight, bias))):
         return got  # the comparison says what differs; the pipeline would only fail on it
-    compiled = tensorcraft.compile(model, passes=[CONV_BN_PASS, DCE_STAGE])
-    with torch.no_grad(), tensorcraft.substitute(fold_conv_bn=learner_fold):
-        out = compiled(_image(weight))
+    run = run_stage("fold_conv_bn", learner_fold, model, (_image(weight),), grad=False,
+                    compile_with={"passes": [CONV_BN_PASS, DCE_STAGE]}, required=False)
+    out, compiled = run.result, run.compiled
     return got[0], got[1], out, compiled.compiled.optimized.count(op="batch_norm")
 
 
@@ -732,11 +708,11 @@ def _bn_meta() -> list[Group]:
 def _bn_hidden(g: torch.Generator) -> list[Group]:
     cases = []
     for i in range(8):
-        out, cin = 1 + _draw(g, 5), 1 + _draw(g, 4)
-        k = ((1, 3)[_draw(g, 2)], (1, 2, 3)[_draw(g, 3)])
+        out, cin = 1 + draw(g, 5), 1 + draw(g, 4)
+        k = ((1, 3)[draw(g, 2)], (1, 2, 3)[draw(g, 3)])
         dtype = (torch.float32, torch.float64)[i % 2]
-        eps = (1e-5, 1e-3, 0.05, 0.3)[_draw(g, 4)]
-        cases.append(_bn_case(out, cin, k, dtype, eps, g, bias=bool(_draw(g, 3))))
+        eps = (1e-5, 1e-3, 0.05, 0.3)[draw(g, 4)]
+        cases.append(_bn_case(out, cin, k, dtype, eps, g, bias=bool(draw(g, 3))))
     return [Group("random shapes, float32 and float64, eps", cases)]
 
 

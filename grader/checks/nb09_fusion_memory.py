@@ -18,21 +18,22 @@ While the learner's code runs, the library's own version of the stage is a tripw
 """
 from __future__ import annotations
 
-import functools
 import math
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
 
-import tensorcraft
 from tensorcraft.compiler.ir import Graph, Node
 from tensorcraft.compiler.passes import fusion
 from tensorcraft.compiler.passes.memory_plan import (MemoryPlan, allocates, is_kernel_output, memory_timeline,
                                                       plan_memory, storage_lifetimes)
 
 from .exercise import Case, Exercise, Group
+from .programs import Program
+from .programs import draw as draw_program
+from .seed import draw, pick
+from .spy import Recorder
+from .stages import StageRun, run_stage
 
 FUSION = "tensorcraft.compiler.passes.fusion"
 MEMORY = "tensorcraft.compiler.passes.memory_plan"
@@ -41,56 +42,33 @@ MEMORY = "tensorcraft.compiler.passes.memory_plan"
 # ---------------------------------------------------------------- programs: source text -> function
 
 
-@dataclass(frozen=True)
-class Program:
-    """A small straight-line torch function ``f(x, b, w, y)`` given by its body, one statement a line.
-    x and y are [rows, cols], b is [cols] (it broadcasts), w is [cols, cols]."""
-    body: tuple[str, ...]
-    rows: int = 4
-    cols: int = 6
-
-    @functools.cached_property
-    def fn(self) -> Callable[..., Any]:
-        source = "def f(x, b, w, y):\n" + "".join(f"    {line}\n" for line in self.body)
-        namespace = {"torch": torch, "F": F}
-        exec(compile(source, "<nb09 program>", "exec"), namespace)
-        return namespace["f"]
-
-    def inputs(self, g: torch.Generator) -> tuple[torch.Tensor, ...]:
-        r, c = self.rows, self.cols
-        return (torch.randn(r, c, generator=g), torch.randn(c, generator=g),
-                torch.randn(c, c, generator=g) / c ** 0.5, torch.randn(r, c, generator=g))
-
-    def __repr__(self) -> str:
-        return "; ".join(self.body)
+def program(body: tuple[str, ...], rows: int = 4, cols: int = 6) -> Program:
+    """A program ``f(x, b, w, y)`` of this notebook: x and y are [rows, cols], b is [cols] (it broadcasts),
+    w is [cols, cols] (scaled so that products stay near 1)."""
+    return Program(body, ("x", "b", "w", "y"), ((rows, cols), (cols,), (cols, cols), (rows, cols)),
+                   (1, 1, cols ** 0.5, 1))
 
 
 def show_program(program: Program, inputs: tuple, *_: Any) -> str:
     """A case as the learner reads it: the function's source on one line, and its inputs' shapes."""
-    shapes = ", ".join(f"{name} {tuple(t.shape)}" for name, t in zip("xbwy", inputs))
-    return f"f(x, b, w, y): {program!r}  with {shapes}, {str(inputs[0].dtype).removeprefix('torch.')}"
+    return program.show(inputs)
 
 
 def _eager(program: Program, inputs: tuple) -> tuple[torch.Tensor, ...]:
-    with torch.no_grad():
-        out = program.fn(*inputs)
-    return tuple(out) if isinstance(out, tuple) else (out,)
+    return program.eager(*inputs)
 
 
-def _compiled(program: Program, inputs: tuple, **stages: Callable) -> tuple[tuple, Graph, MemoryPlan]:
-    """Run ``program`` through tensorcraft.compile with ``stages`` substituted: (outputs, the optimized
-    graph, its memory plan). The planner stage records what it was given and what it answered."""
-    seen: dict[str, Any] = {}
-    planner = stages.pop("plan_memory", None)
-
-    def recording_planner(graph: Graph) -> MemoryPlan:
-        seen["graph"], seen["plan"] = graph, (planner or plan_memory.library)(graph)
-        return seen["plan"]
-
-    compiled = tensorcraft.compile(program.fn, backend="python")
-    with torch.no_grad(), tensorcraft.substitute(**stages, plan_memory=recording_planner):
-        out = compiled(*inputs)  # while a stage is substituted, every call compiles afresh and runs the result
-    return (tuple(out) if isinstance(out, tuple) else (out,)), seen["graph"], seen["plan"]
+def _compiled(program: Program, inputs: tuple, stage: str = "plan_memory", fn: Callable | None = None,
+              **recorder: Any) -> tuple[tuple, Graph, MemoryPlan, StageRun]:
+    """Run ``program`` through tensorcraft.compile with ``fn`` as ``stage`` (recorded: ``stages.run_stage``;
+    by default the library's planner): (outputs, the optimized graph and its memory plan as the planner was
+    given and answered them, the run)."""
+    planner = None if stage == "plan_memory" else Recorder(plan_memory.library, "plan_memory")
+    run = run_stage(stage, fn or plan_memory.library, program.fn, inputs, compile_with={"backend": "python"},
+                    grad=False, also={"plan_memory": planner} if planner else None, **recorder)
+    planned = (planner or run).last
+    out = run.result
+    return (tuple(out) if isinstance(out, tuple) else (out,)), planned.args[0], planned.returned, run
 
 
 # ---------------------------------------------------------------- exercise 1: group_fusible
@@ -194,7 +172,7 @@ def _rule_grouping(graph: Graph) -> list[fusion.Group]:
 
 def _grouping_case(program: Program, g: torch.Generator, note: str = "") -> Case:
     inputs = program.inputs(g)
-    _, graph, _ = _compiled(program, inputs, group_fusible=_rule_grouping)
+    _, graph, _, _ = _compiled(program, inputs, "group_fusible", _rule_grouping)
     return Case((program, inputs, ops_run(graph)), note or repr(program))
 
 
@@ -204,22 +182,19 @@ def _grouping_reference(program: Program, inputs: tuple, target: int) -> tuple:
 
 def _run_with_grouping(learner: Callable, program: Program, inputs: tuple, target: int) -> tuple:
     """tensorcraft.compile with the learner's group_fusible; each grouping is checked before it is used."""
-    def checked(graph: Graph, **_: Any) -> list[fusion.Group]:
-        return check_groups(graph, learner(graph))
-
-    out, graph, _ = _compiled(program, inputs, group_fusible=checked)
+    out, graph, _, _ = _compiled(program, inputs, "group_fusible", learner, then=check_groups)
     ran = ops_run(graph)
     return out, (f"at most {target} ops run" if ran <= target else f"{ran} ops run")
 
 
-CHAIN = Program(("return F.gelu(x * 2.0 + b) * 0.5 - 1.0",))
-OPAQUE = Program(("h = torch.tanh(x @ w + b) * 3.0", "return torch.sigmoid(h @ w) + 1.0"))
-ROWS = Program(("e = torch.exp(x - 1.0)", "s = e.sum(-1, keepdim=True)", "return e / s"))
-NORM = Program(("m = (x * 2.0).mean(-1, keepdim=True)", "d = x * 2.0 - m",
+CHAIN = program(("return F.gelu(x * 2.0 + b) * 0.5 - 1.0",))
+OPAQUE = program(("h = torch.tanh(x @ w + b) * 3.0", "return torch.sigmoid(h @ w) + 1.0"))
+ROWS = program(("e = torch.exp(x - 1.0)", "s = e.sum(-1, keepdim=True)", "return e / s"))
+NORM = program(("m = (x * 2.0).mean(-1, keepdim=True)", "d = x * 2.0 - m",
                 "return d * torch.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5)"))
-CYCLE = Program(("a = torch.tanh(x + b)", "m = a @ w", "return a * m + 1.0"))
-SIDE = Program(("a = torch.tanh(x + b)", "m = a @ w", "z = a * 2.0 + 1.0", "return m, z"))
-SECOND_INPUT = Program(("t = torch.relu(y) * 2.0", "m = x @ w", "return torch.sigmoid(m + t) * 0.5"))
+CYCLE = program(("a = torch.tanh(x + b)", "m = a @ w", "return a * m + 1.0"))
+SIDE = program(("a = torch.tanh(x + b)", "m = a @ w", "z = a * 2.0 + 1.0", "return m, z"))
+SECOND_INPUT = program(("t = torch.relu(y) * 2.0", "m = x @ w", "return torch.sigmoid(m + t) * 0.5"))
 
 
 def _grouping_public() -> list[Group]:
@@ -227,7 +202,7 @@ def _grouping_public() -> list[Group]:
     return [
         Group("elementwise chains, with a broadcast bias", [
             _grouping_case(CHAIN, g, "gelu(x * 2 + b) * 0.5 - 1: one kernel"),
-            _grouping_case(Program(("return torch.abs(torch.sin(y) + b * 3.0)",), 3, 5), g),
+            _grouping_case(program(("return torch.abs(torch.sin(y) + b * 3.0)",), 3, 5), g),
         ]),
         Group("matmuls are opaque: they stay torch calls and cut the chains", [
             _grouping_case(OPAQUE, g, "tanh(x @ w + b) * 3, then sigmoid(h @ w) + 1: two kernels, two matmuls"),
@@ -244,43 +219,33 @@ def _grouping_public() -> list[Group]:
     ]
 
 
-def _draw(g: torch.Generator, n: int) -> int:
-    return int(torch.randint(n, (1,), generator=g))
-
-
 UNARY = ("torch.tanh({})", "torch.sigmoid({})", "torch.relu({})", "torch.exp(-torch.abs({}))", "F.gelu({})",
          "torch.sin({})")
+# the steps of a random program (programs.draw): a unary op twice as often as the others
+STEPS = (
+    lambda g, v, values: pick(g, UNARY).format(v),
+    lambda g, v, values: pick(g, UNARY).format(v),
+    lambda g, v, values: f"{v} * {pick(g, (0.5, 2.0, -1.5))} + {pick(g, (1.0, -0.25))}",
+    lambda g, v, values: f"{v} + b",
+    lambda g, v, values: f"{v} {pick(g, '+-*')} {pick(g, values)}",
+    lambda g, v, values: f"torch.tanh({v} @ w)",                                   # opaque: cuts a chain
+    lambda g, v, values: f"{v} - {v}.{pick(g, ('sum', 'mean', 'amax'))}(-1, keepdim=True)",  # a reduction read back
+    lambda g, v, values: f"({v} * 2.0).reshape(-1).view({v}.shape) + 1.0",         # views
+    lambda g, v, values: f"(torch.exp({v}.double() * 0.5) - 1.0).float()",         # a float64 stretch
+)
+
+
+def _one_or_two_returned(g: torch.Generator, values: list[str]) -> str:
+    extra = values[2 + draw(g, len(values) - 2)]
+    return values[-1] + (f", {extra}" if extra != values[-1] and draw(g, 2) else "")
 
 
 def random_program(g: torch.Generator, steps: int | None = None, doubles: bool = True) -> Program:
     """A random straight-line program over x, b, w, y: unary ops, scalars, the broadcast bias, adds
     of two values, matmuls, last-axis reductions read back by a broadcast, views, float64 stretches."""
-    lines: list[str] = []
-    values = ["x", "y"]                       # full-size float32 values
-    for k in range(steps or 4 + _draw(g, 6)):
-        v, name = values[-1 - _draw(g, min(2, len(values)))], f"v{k}"
-        kind = _draw(g, 9 if doubles else 8)
-        if kind in (0, 1):
-            lines.append(f"{name} = {UNARY[_draw(g, len(UNARY))].format(v)}")
-        elif kind == 2:
-            lines.append(f"{name} = {v} * {(0.5, 2.0, -1.5)[_draw(g, 3)]} + {(1.0, -0.25)[_draw(g, 2)]}")
-        elif kind == 3:
-            lines.append(f"{name} = {v} + b")
-        elif kind == 4:
-            lines.append(f"{name} = {v} {'+-*'[_draw(g, 3)]} {values[_draw(g, len(values))]}")
-        elif kind == 5:
-            lines.append(f"{name} = torch.tanh({v} @ w)")
-        elif kind == 6:
-            reduce = ("sum", "mean", "amax")[_draw(g, 3)]
-            lines.append(f"{name} = {v} - {v}.{reduce}(-1, keepdim=True)")
-        elif kind == 7:
-            lines.append(f"{name} = ({v} * 2.0).reshape(-1).view({v}.shape) + 1.0")
-        else:
-            lines.append(f"{name} = (torch.exp({v}.double() * 0.5) - 1.0).float()")
-        values.append(name)
-    extra = values[2 + _draw(g, len(values) - 2)]
-    lines.append(f"return {values[-1]}" + (f", {extra}" if extra != values[-1] and _draw(g, 2) else ""))
-    return Program(tuple(lines), 2 + _draw(g, 4), 3 + _draw(g, 6))
+    drawn = draw_program(g, STEPS if doubles else STEPS[:-1], steps or 4 + draw(g, 6), params=("x", "b", "w", "y"),
+                         start=("x", "y"), returns=_one_or_two_returned)
+    return program(drawn.body, 2 + draw(g, 4), 3 + draw(g, 6))
 
 
 def _grouping_hidden(g: torch.Generator) -> list[Group]:
@@ -347,22 +312,24 @@ def _lifetime_lines(graph: Graph, lifetime: Any) -> list[str]:
 
 
 def _lifetimes_reference(program: Program, inputs: tuple) -> tuple:
-    _, graph, _ = _compiled(program, inputs)
+    _, graph, _, _ = _compiled(program, inputs)
     return _eager(program, inputs), _lifetime_lines(graph, storage_lifetimes.library(graph))
 
 
 def _run_with_lifetimes(learner: Callable, program: Program, inputs: tuple) -> tuple:
-    """tensorcraft.compile with the learner's liveness (the library's planner reuses slots by it)."""
-    out, graph, _ = _compiled(program, inputs, storage_lifetimes=learner)
-    return out, _lifetime_lines(graph, learner(graph))
+    """tensorcraft.compile with the learner's liveness (the library's planner reuses slots by it); the
+    lifetimes compared are those it answered for the graph the planner was given."""
+    out, graph, _, run = _compiled(program, inputs, "storage_lifetimes", learner)
+    answered = [call.returned for call in run.calls if call.args and call.args[0] is graph]
+    return out, _lifetime_lines(graph, answered[-1] if answered else learner(graph))
 
 
-VIEWS = Program(("h = torch.tanh(x * 2.0 + b)", "v = h.reshape(-1)", "z = torch.sigmoid(x @ w) * 3.0", "q = z @ w",
+VIEWS = program(("h = torch.tanh(x * 2.0 + b)", "v = h.reshape(-1)", "z = torch.sigmoid(x @ w) * 3.0", "q = z @ w",
                  "return v.view(x.shape) * q + 1.0"))
-ROWS_THEN_MORE = Program(("e = torch.exp(x - 1.0)", "s = e.sum(-1, keepdim=True)", "r = torch.sigmoid(e / s)",
+ROWS_THEN_MORE = program(("e = torch.exp(x - 1.0)", "s = e.sum(-1, keepdim=True)", "r = torch.sigmoid(e / s)",
                           "return torch.tanh(r @ w)"))
-RETURNED_VIEW = Program(("h = torch.exp(x - 1.0) * 2.0", "s = torch.tanh(h @ w) + 1.0", "return s * 2.0, h.t()"))
-UNUSED = Program(("a = torch.relu(x) + 1.0", "unused = a * 3.0", "return torch.tanh(a @ w) * 2.0"))
+RETURNED_VIEW = program(("h = torch.exp(x - 1.0) * 2.0", "s = torch.tanh(h @ w) + 1.0", "return s * 2.0, h.t()"))
+UNUSED = program(("a = torch.relu(x) + 1.0", "unused = a * 3.0", "return torch.tanh(a @ w) * 2.0"))
 
 
 def _lifetimes_case(program: Program, g: torch.Generator, note: str = "") -> Case:
@@ -521,7 +488,7 @@ def _slot_lines(graph: Graph, plan: MemoryPlan) -> list[str]:
 
 
 def _plan_reference(program: Program, inputs: tuple) -> tuple:
-    _, graph, _ = _compiled(program, inputs)
+    _, graph, _, _ = _compiled(program, inputs)
     slots = [f"{count} slot(s) for {kind}"
              for kind, count in sorted((_kind(*k), len(sizes)) for k, sizes in fewest_slots(graph).items())]
     return _eager(program, inputs), slots, f"planned peak at most {_peak_bound(graph)} bytes"
@@ -529,22 +496,19 @@ def _plan_reference(program: Program, inputs: tuple) -> tuple:
 
 def _run_with_planner(learner: Callable, program: Program, inputs: tuple) -> tuple:
     """tensorcraft.compile with the learner's plan_memory; the plan is checked before the wrapper uses it."""
-    def checked(graph: Graph) -> MemoryPlan:
-        return check_plan(graph, learner(graph))
-
-    out, graph, plan = _compiled(program, inputs, plan_memory=checked)
+    out, graph, plan, _ = _compiled(program, inputs, "plan_memory", learner, then=check_plan)
     peak, bound = max(memory_timeline(graph, plan).planned, default=0), _peak_bound(graph)
     return out, _slot_lines(graph, plan), (f"planned peak at most {bound} bytes" if peak <= bound
                                            else f"planned peak {peak} bytes")
 
 
-MIXED = Program(("h = torch.tanh(x * 2.0 + b)", "s = h.sum(-1, keepdim=True) * 0.5", "m = h @ w",
+MIXED = program(("h = torch.tanh(x * 2.0 + b)", "s = h.sum(-1, keepdim=True) * 0.5", "m = h @ w",
                  "t = torch.sigmoid(m - s) + 1.0", "u = torch.tanh(t @ w) * 2.0", "return u @ w"))
-DOUBLES = Program(("d = (torch.exp(x.double()) + 1.0) * 0.5", "h = torch.tanh(d.float() @ w) + 1.0",
+DOUBLES = program(("d = (torch.exp(x.double()) + 1.0) * 0.5", "h = torch.tanh(d.float() @ w) + 1.0",
                    "e = torch.sin(h.double() @ w.double()) * 2.0", "return torch.relu(e.float() @ w) * 3.0"))
-SMALL_THEN_BIG = Program(("s = (torch.tanh(x) * 2.0).sum(-1, keepdim=True)", "m = s @ w[:1]",
+SMALL_THEN_BIG = program(("s = (torch.tanh(x) * 2.0).sum(-1, keepdim=True)", "m = s @ w[:1]",
                           "return torch.sigmoid(m * 2.0 + 1.0) @ w"))
-LONG_CHAIN = Program(tuple("x = torch.tanh(x * 2.0 + 1.0) @ w" for _ in range(5)) + ("return x",))
+LONG_CHAIN = program(tuple("x = torch.tanh(x * 2.0 + 1.0) @ w" for _ in range(5)) + ("return x",))
 
 
 def _plan_case(program: Program, g: torch.Generator, note: str = "") -> Case:
@@ -578,7 +542,7 @@ def _plan_meta() -> list[Group]:
 
 
 def _plan_hidden(g: torch.Generator) -> list[Group]:
-    return [Group("random programs", [_plan_case(random_program(g, 6 + _draw(g, 6)), g) for _ in range(12)]),
+    return [Group("random programs", [_plan_case(random_program(g, 6 + draw(g, 6)), g) for _ in range(12)]),
             Group("sizes, dtypes, views", [_plan_case(p, g) for p in (MIXED, DOUBLES, VIEWS, ROWS_THEN_MORE,
                                                                       SMALL_THEN_BIG)])]
 

@@ -15,160 +15,72 @@ from __future__ import annotations
 
 import ast
 import math
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
 
-import tensorcraft
 from tensorcraft.compiler.codegen.backends import load_backend
 from tensorcraft.compiler.codegen.kernel import Kernel
 from tensorcraft.compiler.passes.memory_plan import MemoryPlan, is_kernel_output
 
 from .exercise import Case, Exercise, Group
+from .programs import Program
+from .programs import draw as draw_program
+from .seed import draw, pick
+from .stages import run_stage
 
-# ---------------------------------------------------------------- the programs a case compiles
+# ---------------------------------------------------------------- the programs a case compiles (programs.Program)
 
-
-@dataclass(frozen=True)
-class Program:
-    """A function of tensors, with a short readable name (what a failing case shows)."""
-    name: str
-    fn: Callable[..., Any]
-
-    def __call__(self, *inputs: torch.Tensor) -> Any:
-        return self.fn(*inputs)
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-def _sigmoid_chain(x, y):
-    return torch.sigmoid(x * 2.0 + y) * torch.tanh(x) - 0.1
-
-
-def _gelu_of_sum(x, y, z):
-    return F.gelu(x + y) * z - torch.relu(y - 1.0 / 3.0)
+SIGMOID_CHAIN = Program(("return torch.sigmoid(x * 2.0 + y) * torch.tanh(x) - 0.1",), ("x", "y"))
+GELU_OF_SUM = Program(("return F.gelu(x + y) * z - torch.relu(y - 1.0 / 3.0)",), ("x", "y", "z"))
+TWO_OUTPUTS = Program(("u = x * y + 0.5", "return torch.tanh(u), u * u - x"), ("x", "y"))
+MAX_MIN = Program(("return torch.maximum(x, y) - torch.minimum(x * 0.25, y) + torch.abs(x)",), ("x", "y"))
+INFINITE_BOUNDS = Program(("return torch.minimum(x * 2.0, x + math.inf) + torch.maximum(x + y, y - x - math.inf) "
+                           "+ torch.tanh(y)",), ("x", "y"))
+ROW_SUM = Program(("return ((x - y) * (x + y)).sum(-1, keepdim=True)",), ("x", "y"))
+ROW_MEAN_MAX = Program(("v = torch.sigmoid(x) * y", "return v.mean(-1), v.amax(-1, keepdim=True) + 0.1"), ("x", "y"))
+MLP = Program(("h = F.gelu(x @ w1 + b1) * 0.5 + 0.25", "return h @ w2"), ("x", "w1", "b1", "w2"))
+MLP_TWO_HEADS = Program(("h = torch.relu(x @ w1 + b1)", "s = (h * h).sum(-1, keepdim=True)", "t = torch.tanh(h) * 0.5",
+                         "return (t @ w2) * s, torch.exp(t).mean(-1)"), ("x", "w1", "b1", "w2"))
+TRANSPOSED_INPUT = Program(("h = torch.sigmoid(x.t() * 2.0 + b1) @ w1", "return h * 0.1 + torch.tanh(h), w2"),
+                           ("x", "w1", "b1", "w2"))
 
 
-def _two_outputs(x, y):
-    u = x * y + 0.5
-    return torch.tanh(u), u * u - x
+# ---------------------------------------------------------------- random elementwise chains (programs.draw)
 
-
-def _max_min(x, y):
-    return torch.maximum(x, y) - torch.minimum(x * 0.25, y) + torch.abs(x)
-
-
-def _infinite_bounds(x, y):
-    return torch.minimum(x * 2.0, x + math.inf) + torch.maximum(x + y, y - x - math.inf) + torch.tanh(y)
-
-
-def _row_sum(x, y):
-    return ((x - y) * (x + y)).sum(-1, keepdim=True)
-
-
-def _row_mean_max(x, y):
-    v = torch.sigmoid(x) * y
-    return v.mean(-1), v.amax(-1, keepdim=True) + 0.1
-
-
-def _mlp(x, w1, b1, w2):
-    h = F.gelu(x @ w1 + b1) * 0.5 + 0.25
-    return h @ w2
-
-
-def _mlp_two_heads(x, w1, b1, w2):
-    h = torch.relu(x @ w1 + b1)
-    s = (h * h).sum(-1, keepdim=True)
-    t = torch.tanh(h) * 0.5
-    return (t @ w2) * s, torch.exp(t).mean(-1)
-
-
-def _transposed_input(x, w1, b1, w2):
-    h = torch.sigmoid(x.t() * 2.0 + b1) @ w1
-    return h * 0.1 + torch.tanh(h), w2
-
-
-# ---------------------------------------------------------------- random elementwise chains
-
-UNARY = {"sigmoid": torch.sigmoid, "tanh": torch.tanh, "relu": torch.relu, "neg": torch.neg, "abs": torch.abs,
-         "sin": torch.sin, "gelu": F.gelu, "silu": F.silu, "exp_tanh": lambda v: torch.exp(torch.tanh(v))}
-BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "maximum": torch.maximum,
-          "minimum": torch.minimum, "div": lambda a, b: a / (1.0 + torch.abs(b))}
+UNARY = ("torch.sigmoid({})", "torch.tanh({})", "torch.relu({})", "torch.neg({})", "torch.abs({})", "torch.sin({})",
+         "F.gelu({})", "F.silu({})", "torch.exp(torch.tanh({}))")
+BINARY = ("torch.add({}, {})", "torch.sub({}, {})", "torch.mul({}, {})", "torch.maximum({}, {})",
+          "torch.minimum({}, {})", "{} / (1.0 + torch.abs({}))")
 CONSTANTS = (0.1, 1.0 / 3.0, -2.5, 0.75)
+CHAIN_STEPS = (
+    lambda g, v, values: pick(g, UNARY).format(v),
+    lambda g, v, values: pick(g, BINARY).format(v, pick(g, values)),
+    lambda g, v, values: pick(g, ("torch.add({}, {!r})", "torch.mul({}, {!r})", "torch.sub({}, {!r})")).format(
+        v, pick(g, CONSTANTS)),
+)
+REDUCED = {None: "{}", "sum": "{}.sum(-1, keepdim=True)", "mean": "{}.mean(-1)"}
 
 
-@dataclass(frozen=True)
-class Chain:
-    """A random elementwise program: each step applies one op to earlier values (inputs first)."""
-    arity: int
-    steps: tuple[tuple, ...]    # ("unary", name, i) | ("binary", name, i, j) | ("const", name, i, c)
-    reduce: str | None = None   # None, "sum" (keepdim) or "mean" over the last axis
-
-    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
-        values = list(inputs)
-        for step in self.steps:
-            if step[0] == "unary":
-                values.append(UNARY[step[1]](values[step[2]]))
-            elif step[0] == "binary":
-                values.append(BINARY[step[1]](values[step[2]], values[step[3]]))
-            else:
-                values.append(BINARY[step[1]](values[step[2]], step[3]))
-        out = values[-1]
-        if self.reduce == "sum":
-            return out.sum(-1, keepdim=True)
-        if self.reduce == "mean":
-            return out.mean(-1)
-        return out
-
-    def __repr__(self) -> str:
-        names = [f"x{i}" for i in range(self.arity)]
-        for step in self.steps:
-            if step[0] == "unary":
-                names.append(f"{step[1]}({names[step[2]]})")
-            elif step[0] == "binary":
-                names.append(f"{step[1]}({names[step[2]]}, {names[step[3]]})")
-            else:
-                names.append(f"{step[1]}({names[step[2]]}, {step[3]:g})")
-        text = names[-1]
-        return f"{self.reduce}({text})" if self.reduce else text
-
-
-def _draw(g: torch.Generator, n: int) -> int:
-    return int(torch.randint(n, (1,), generator=g))
-
-
-def _random_chain(g: torch.Generator, arity: int, reduce: str | None = None) -> Chain:
-    steps: list[tuple] = []
-    n_values = arity
-    for i in range(arity - 1):  # first join every input, so that each is read by the kernel
-        steps.append(("binary", list(BINARY)[_draw(g, len(BINARY))], n_values - 1 if i else 0, i + 1))
-        n_values += 1
-    for _ in range(2 + _draw(g, 3)):
-        kind = _draw(g, 3)
-        last = n_values - 1
-        if kind == 0:
-            steps.append(("unary", list(UNARY)[_draw(g, len(UNARY))], last))
-        elif kind == 1:
-            steps.append(("binary", list(BINARY)[_draw(g, len(BINARY))], last, _draw(g, n_values)))
-        else:
-            steps.append(("const", ("add", "mul", "sub")[_draw(g, 3)], last, CONSTANTS[_draw(g, len(CONSTANTS))]))
-        n_values += 1
-    return Chain(arity, tuple(steps), reduce)
+def _random_chain(g: torch.Generator, arity: int, reduce: str | None = None, params: tuple[str, ...] | None = None,
+                  prefix: str = "v") -> Program:
+    """A random elementwise program: every input joined first (so that the kernel reads each), then two to
+    four unary, binary or constant steps on the last value; ``reduce``: its sum or mean over the last axis."""
+    return draw_program(g, CHAIN_STEPS, 2 + draw(g, 3), params=params or tuple(f"x{i}" for i in range(arity)),
+                        reach=1, join=CHAIN_STEPS[1], prefix=prefix,
+                        returns=lambda g, values: REDUCED[reduce].format(values[-1]))
 
 
 def _random_inputs(g: torch.Generator, arity: int, dtype: torch.dtype, min_rank: int = 1) -> tuple[torch.Tensor, ...]:
     """The first input has the full shape; the others broadcast (size-1 dims, fewer leading dims);
     rank-2+ inputs are sometimes a transpose (not contiguous)."""
-    rank = min_rank + _draw(g, 4 - min_rank)
-    shape = [1 + _draw(g, 6) for _ in range(rank)]
+    rank = min_rank + draw(g, 4 - min_rank)
+    shape = [1 + draw(g, 6) for _ in range(rank)]
     inputs = []
     for i in range(arity):
-        own = list(shape) if i == 0 else [1 if _draw(g, 3) == 0 else n for n in shape][_draw(g, rank):]
+        own = list(shape) if i == 0 else [1 if draw(g, 3) == 0 else n for n in shape][draw(g, rank):]
         own = own or [shape[-1]]
-        if len(own) >= 2 and _draw(g, 2):
+        if len(own) >= 2 and draw(g, 2):
             t = torch.randn(*reversed(own), generator=g).to(dtype).transpose(0, -1)
             inputs.append(t)
         else:
@@ -179,9 +91,9 @@ def _random_inputs(g: torch.Generator, arity: int, dtype: torch.dtype, min_rank:
 def _chain_cases(g: torch.Generator, n: int, reductions: bool) -> list[Case]:
     cases = []
     for k in range(n):
-        arity = 1 + _draw(g, 3)
-        reduce = ("sum", "mean")[_draw(g, 2)] if reductions and k % 3 == 2 else None
-        dtype = (torch.float32, torch.float64)[_draw(g, 2)]
+        arity = 1 + draw(g, 3)
+        reduce = ("sum", "mean")[draw(g, 2)] if reductions and k % 3 == 2 else None
+        dtype = (torch.float32, torch.float64)[draw(g, 2)]
         chain = _random_chain(g, arity, reduce)
         inputs = _random_inputs(g, arity, dtype)
         shapes = ", ".join(f"{list(t.shape)}{'' if t.is_contiguous() else ' (transposed)'}" for t in inputs)
@@ -225,26 +137,23 @@ def nan_first(backend: str) -> Callable[[Kernel], NanFirst]:
     return compile_kernel
 
 
-def _eager(program: Callable[..., Any], *inputs: torch.Tensor) -> Any:
+def _eager(program: Program, *inputs: torch.Tensor) -> Any:
     return program(*inputs)
 
 
 def _through_the_compiler(stage: str, backend: str) -> Callable[..., Any]:
     """Compile the case's program with ``stage`` replaced by the learner's function, run it once."""
-    def call(learner_fn: Callable[..., Any], program: Callable[..., Any], *inputs: torch.Tensor) -> Any:
-        calls = []
-
-        def counted(kernel: Kernel) -> str:
-            calls.append(kernel.name)
-            return learner_fn(kernel)
-
-        with tensorcraft.substitute(**{stage: counted}):
-            compiled = tensorcraft.compile(program, backend=nan_first(backend))
-            result = compiled(*inputs)  # while a substitute is in force, every call compiles and runs
-        if not calls:
+    def call(learner_fn: Callable[..., Any], program: Program, *inputs: torch.Tensor) -> Any:
+        run = run_stage(stage, learner_fn, program.fn, inputs, compile_with={"backend": nan_first(backend)},
+                        required=False, returns=(str,), what="a str (the kernel's source)")
+        if not run.calls:
             raise RuntimeError(f"check bug: {program!r} compiled to no fused kernel, so {stage} was never called")
-        return result
+        return run.result
     return call
+
+
+def _show(program: Program, *inputs: torch.Tensor) -> str:
+    return program.show(inputs)
 
 
 def _case(program: Program, *inputs: torch.Tensor, note: str = "") -> Case:
@@ -269,27 +178,27 @@ def _python_public() -> list[Group]:
     r = lambda *shape, dtype=torch.float32: torch.randn(*shape, generator=g, dtype=dtype)  # noqa: E731
     return [
         Group("one fused chain, same shapes", [
-            _case(Program("sigmoid(x * 2 + y) * tanh(x) - 0.1", _sigmoid_chain), r(4, 5), r(4, 5)),
-            _case(Program("max(x, y) - min(x / 4, y) + |x|", _max_min), r(3, 7), r(3, 7)),
+            _case(SIGMOID_CHAIN, r(4, 5), r(4, 5)),
+            _case(MAX_MIN, r(3, 7), r(3, 7)),
         ]),
         Group("broadcast inputs and a transposed input", [
-            _case(Program("sigmoid(x * 2 + y) * tanh(x) - 0.1", _sigmoid_chain), r(4, 5), r(5)),
-            _case(Program("gelu(x + y) * z - relu(y - 1/3)", _gelu_of_sum), r(2, 3, 4), r(3, 1), r(1, 4)),
-            _case(Program("sigmoid(x * 2 + y) * tanh(x) - 0.1", _sigmoid_chain), r(5, 4).t(), r(4, 1)),
+            _case(SIGMOID_CHAIN, r(4, 5), r(5)),
+            _case(GELU_OF_SUM, r(2, 3, 4), r(3, 1), r(1, 4)),
+            _case(SIGMOID_CHAIN, r(5, 4).t(), r(4, 1)),
         ]),
         Group("float64: constants in the kernel's dtype", [
-            _case(Program("gelu(x + y) * z - relu(y - 1/3)", _gelu_of_sum),
+            _case(GELU_OF_SUM,
                   r(3, 4, dtype=torch.float64), r(4, dtype=torch.float64), r(3, 1, dtype=torch.float64)),
         ]),
         Group("two outputs from one kernel", [
-            _case(Program("tanh(x*y + 0.5), (x*y + 0.5)^2 - x", _two_outputs), r(3, 4), r(4)),
+            _case(TWO_OUTPUTS, r(3, 4), r(4)),
         ]),
         Group("infinite constants", [
-            _case(Program("min(2x, x + inf) + max(x + y, y - x - inf) + tanh(y)", _infinite_bounds), r(3, 4), r(4)),
+            _case(INFINITE_BOUNDS, r(3, 4), r(4)),
         ]),
         Group("reductions over the last axis", [
-            _case(Program("sum((x - y) * (x + y), -1, keepdim)", _row_sum), r(4, 6), r(6)),
-            _case(Program("mean(sigmoid(x) * y, -1), amax(...) + 0.1", _row_mean_max), r(3, 5), r(3, 1)),
+            _case(ROW_SUM, r(4, 6), r(6)),
+            _case(ROW_MEAN_MAX, r(3, 5), r(3, 1)),
         ]),
     ]
 
@@ -318,6 +227,7 @@ PYTHON_SOURCE = Exercise(
                       "copy_, and a reduction keeps its axis (keepdim=True), as the output's shape has it",
     },
     call=_through_the_compiler("python_source", "python"),
+    show=_show,
     in_place_hint=COMPILED_CODE_WROTE_AN_INPUT,
 )
 
@@ -342,27 +252,27 @@ FORBIDDEN_C = (
 def _c_public() -> list[Group]:
     g = torch.Generator().manual_seed(11)
     r = lambda *shape, dtype=torch.float32: torch.randn(*shape, generator=g, dtype=dtype)  # noqa: E731
-    chain = Program("sigmoid(x * 2 + y) * tanh(x) - 0.1", _sigmoid_chain)
+    chain = SIGMOID_CHAIN
     return [
         Group("inputs of the kernel's full shape", [
             _case(chain, r(4, 5), r(4, 5)),
-            _case(Program("max(x, y) - min(x / 4, y) + |x|", _max_min), r(7), r(7)),
+            _case(MAX_MIN, r(7), r(7)),
             _case(chain, r(2, 3, 4), r(2, 3, 4)),
         ]),
         Group("broadcasting: a row, a column, a middle axis", [
             _case(chain, r(4, 5), r(5), note="y is one row [5], read again by every row"),
             _case(chain, r(4, 5), r(4, 1), note="y is one column [4, 1], one value per row"),
-            _case(Program("gelu(x + y) * z - relu(y - 1/3)", _gelu_of_sum), r(2, 3, 4), r(3, 1), r(2, 1, 4)),
+            _case(GELU_OF_SUM, r(2, 3, 4), r(3, 1), r(2, 1, 4)),
         ]),
         Group("a transposed input, float64, two outputs", [
             _case(chain, r(5, 4).t(), r(4, 1)),
-            _case(Program("gelu(x + y) * z - relu(y - 1/3)", _gelu_of_sum),
+            _case(GELU_OF_SUM,
                   r(3, 4, dtype=torch.float64), r(4, dtype=torch.float64), r(3, 1, dtype=torch.float64)),
-            _case(Program("tanh(x*y + 0.5), (x*y + 0.5)^2 - x", _two_outputs), r(3, 4), r(4)),
+            _case(TWO_OUTPUTS, r(3, 4), r(4)),
         ]),
         Group("infinite constants", [
-            _case(Program("min(2x, x + inf) + max(x + y, y - x - inf) + tanh(y)", _infinite_bounds), r(3, 4), r(4)),
-            _case(Program("min(2x, x + inf) + max(x + y, y - x - inf) + tanh(y)", _infinite_bounds),
+            _case(INFINITE_BOUNDS, r(3, 4), r(4)),
+            _case(INFINITE_BOUNDS,
                   r(3, 4, dtype=torch.float64), r(4, dtype=torch.float64)),
         ]),
     ]
@@ -386,6 +296,7 @@ C_SOURCE = Exercise(
         AttributeError: "the compiled library has no function `kernel_<kernel.name>`: name the C function exactly that",
     },
     call=_through_the_compiler("c_source", "c"),
+    show=_show,
     cuda=False,  # C kernels run on the CPU; the GPU's kernels are Triton's
     in_place_hint=COMPILED_CODE_WROTE_AN_INPUT,
 )
@@ -460,35 +371,34 @@ def slot_problems(source: str, plan: MemoryPlan, name: str = "forward") -> list[
             if f"_slot{k}" not in reads.get(value.name, set())]
 
 
-def _with_frees(program: Callable[..., Any], *inputs: torch.Tensor) -> tuple[Any, list[str]]:
+def _with_frees(program: Program, *inputs: torch.Tensor) -> tuple[Any, list[str]]:
     """Eager's result, and no freeing or slot problem."""
     return program(*inputs), []
 
 
-def _through_the_wrapper(learner_fn: Callable[..., Any], program: Callable[..., Any], *inputs: torch.Tensor):
+def _through_the_wrapper(learner_fn: Callable[..., Any], program: Program, *inputs: torch.Tensor):
     """Compile with the learner's generate_wrapper substituted in; return the result and the
     freeing problems found in each wrapper it generated."""
-    generated = []
+    backend = nan_first({"cpu": "c", "meta": "python"}.get(inputs[0].device.type, "triton"))
+    def learners(graph, plan, kernels, name="forward"):  # called with the name, as the exercise states
+        return learner_fn(graph, plan, kernels, name)
 
-    def spy(graph, plan, kernels, name="forward"):
-        code = learner_fn(graph, plan, kernels, name)
-        generated.append((graph, plan, code, name))
-        return code
-
-    with tensorcraft.substitute(generate_wrapper=spy):
-        backend = nan_first({"cpu": "c", "meta": "python"}.get(inputs[0].device.type, "triton"))
-        result = tensorcraft.compile(program, backend=backend)(*inputs)
+    run = run_stage("generate_wrapper", learners, program.fn, inputs, compile_with={"backend": backend},
+                    required=False)
     problems = []
-    for graph, plan, code, name in generated:
-        problems += free_problems(code.source, graph, plan, name) + slot_problems(code.source, plan, name)
-    return result, problems
+    for call in run.calls:
+        graph, plan, _, *named = call.args
+        name = named[0] if named else call.kwargs.get("name", "forward")
+        source = call.returned.source
+        problems += free_problems(source, graph, plan, name) + slot_problems(source, plan, name)
+    return run.result, problems
 
 
 def _wrapper_public() -> list[Group]:
     g = torch.Generator().manual_seed(12)
     r = lambda *shape, dtype=torch.float32: torch.randn(*shape, generator=g, dtype=dtype)  # noqa: E731
-    mlp = Program("(gelu(x @ w1 + b1) * 0.5 + 0.25) @ w2", _mlp)
-    heads = Program("relu(x @ w1 + b1) -> (tanh(h)/2 @ w2) * sum(h*h), mean(exp(tanh(h)/2))", _mlp_two_heads)
+    mlp = MLP
+    heads = MLP_TWO_HEADS
     return [
         Group("an MLP: extern matmuls around one fused kernel", [
             _case(mlp, r(4, 6), r(6, 8), r(8), r(8, 3)),
@@ -499,11 +409,11 @@ def _wrapper_public() -> list[Group]:
             _case(heads, r(5, 4), r(4, 6), r(6), r(6, 6)),
         ]),
         Group("a transposed input read by a kernel, an input returned as it is", [
-            _case(Program("sigmoid(x.T * 2 + b1) @ w1 -> h/10 + tanh(h), w2", _transposed_input),
+            _case(TRANSPOSED_INPUT,
                   r(5, 3), r(5, 4), r(5), r(2, 2)),
         ]),
         Group("one elementwise chain", [
-            _case(Program("sigmoid(x * 2 + y) * tanh(x) - 0.1", _sigmoid_chain), r(4, 5), r(5)),
+            _case(SIGMOID_CHAIN, r(4, 5), r(5)),
         ]),
     ]
 
@@ -512,31 +422,26 @@ def _wrapper_meta() -> list[Group]:
     g = torch.Generator().manual_seed(13)
     r = lambda *shape: torch.randn(*shape, generator=g)  # noqa: E731
     return [Group("on the meta device: buffers on the inputs' device (shapes only, no GPU needed)", [
-        _case(Program("sigmoid(x * 2 + y) * tanh(x) - 0.1", _sigmoid_chain), r(4, 5), r(5),
+        _case(SIGMOID_CHAIN, r(4, 5), r(5),
               note="one kernel whose output is returned (a fresh buffer), on meta tensors, run by the Python backend"),
-        _case(Program("(gelu(x @ w1 + b1) * 0.5 + 0.25) @ w2", _mlp), r(4, 6), r(6, 8), r(8), r(8, 3),
+        _case(MLP, r(4, 6), r(6, 8), r(8), r(8, 3),
               note="the MLP (its kernel's output in a slot) on meta tensors"),
     ])]
 
 
 def _random_network(g: torch.Generator) -> Case:
-    """x @ w1 + b1, a random chain, maybe a row sum, @ w2, maybe a second chain after it."""
-    b, d, h, o = (2 + _draw(g, 5) for _ in range(4))
-    dtype = (torch.float32, torch.float64)[_draw(g, 2)]
-    first, second = _random_chain(g, 1), _random_chain(g, 1)
-    summed, after = _draw(g, 2), _draw(g, 2)
-
-    def network(x, w1, b1, w2):
-        hidden = first(x @ w1 + b1)
-        out = hidden @ w2
-        if summed:
-            out = out * hidden.sum(-1, keepdim=True)
-        return second(out) if after else out
-
-    text = (f"f=({first!r}) of x @ w1 + b1, then @ w2{', * row sums' if summed else ''}"
-            f"{f', then {second!r}' if after else ''}")
+    """x @ w1 + b1, a random chain, maybe times its row sums after @ w2, maybe a second chain after it."""
+    b, d, h, o = (2 + draw(g, 5) for _ in range(4))
+    dtype = (torch.float32, torch.float64)[draw(g, 2)]
+    first = _random_chain(g, 1, params=("a",), prefix="h")
+    second = _random_chain(g, 1, params=("m",), prefix="u")
+    summed, after = draw(g, 2), draw(g, 2)
+    body = ["a = x @ w1 + b1", *first.body[:-1], f"hidden = {first.body[-1].removeprefix('return ')}", "m = hidden @ w2"]
+    body += ["m = m * hidden.sum(-1, keepdim=True)"] if summed else []
+    body += list(second.body) if after else ["return m"]
     inputs = tuple(torch.randn(*s, generator=g).to(dtype) for s in ((b, d), (d, h), (h,), (h, o)))
-    return Case((Program(text, network), *inputs), f"{text}; sizes b={b} d={d} h={h} o={o}, {str(dtype)[6:]}")
+    return Case((Program(tuple(body), ("x", "w1", "b1", "w2")), *inputs),
+                f"a random network; sizes b={b} d={d} h={h} o={o}, {str(dtype)[6:]}")
 
 
 def _wrapper_hidden(g: torch.Generator) -> list[Group]:
@@ -568,6 +473,7 @@ GENERATE_WRAPPER = Exercise(
                   "name, and `plan.slot_of` holds only the values the plan put in a slot (test `in` first)",
     },
     call=_through_the_wrapper,
+    show=_show,
     parts=("the compiled program's results", "problems with freeing and slots in your wrapper"),
     on_meta=_wrapper_meta,
     in_place_hint=COMPILED_CODE_WROTE_AN_INPUT,

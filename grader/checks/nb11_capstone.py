@@ -11,7 +11,7 @@ library's own ``merge_views``, are tripwires.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +26,9 @@ from tensorcraft.compiler.pipeline import compile_graph
 from tensorcraft.einstein.lower import contract_pair
 
 from .exercise import Case, Exercise, Group
+from .seed import draw
+from .spy import Recorder
+from .stages import substituted
 from .tripwire import ForbiddenCallError
 
 FLOAT = torch.float64  # the cases' dtype: two correct orders of the same sums agree to ~1e-15 here
@@ -62,11 +65,6 @@ class PassMissing(AssertionError):
     """The learner's pipeline never ran the pass it was given."""
 
 
-def _draw(g: torch.Generator, low: int, high: int) -> int:
-    """An integer in [low, high]."""
-    return int(torch.randint(low, high + 1, (1,), generator=g))
-
-
 # ---------------------------------------------------------------- exercise 1: attention
 
 
@@ -81,15 +79,9 @@ def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads
 def _attention_with_tc_einsum(learner_attention: Callable, q, k, v, heads: int, causal: bool):
     """Run the learner's attention and make sure its products went through ``tc.einsum`` (whose
     contractions all pass through the stage ``contract_pair``)."""
-    contractions = []
-
-    def counting(*args: Any, **kwargs: Any):
-        contractions.append(1)
-        return contract_pair.library(*args, **kwargs)
-
-    with tensorcraft.substitute(contract_pair=counting):
+    with substituted("contract_pair", contract_pair.library) as contractions:
         out = learner_attention(q, k, v, heads, causal)
-    if not contractions:
+    if not contractions.calls:
         raise NotWrittenWithEinsum("your attention computed no product with tc.einsum")
     return out
 
@@ -129,11 +121,11 @@ def _attention_meta() -> list[Group]:
 def _attention_hidden(g: torch.Generator) -> list[Group]:
     cases = []
     for _ in range(10):
-        heads, e = _draw(g, 1, 4), _draw(g, 1, 5)
-        tq = _draw(g, 1, 7)
-        causal = bool(_draw(g, 0, 1))
-        tk = tq if causal else _draw(g, 1, 7)
-        cases.append(_attention_case(g, _draw(g, 1, 3), tq, tk, heads * e, heads, causal))
+        heads, e = draw(g, 1, 5), draw(g, 1, 6)
+        tq = draw(g, 1, 8)
+        causal = bool(draw(g, 0, 2))
+        tk = tq if causal else draw(g, 1, 8)
+        cases.append(_attention_case(g, draw(g, 1, 4), tq, tk, heads * e, heads, causal))
     return [Group("random shapes, heads and masks", cases)]
 
 
@@ -245,7 +237,7 @@ def _run_learners_block(Block, d: int, heads: int, x: torch.Tensor, seed: int) -
 
 
 def _block_case(g: torch.Generator, d: int, heads: int, b: int, t: int) -> Case:
-    seed = _draw(g, 0, 10_000)
+    seed = draw(g, 0, 10001)
     return Case((d, heads, torch.randn(b, t, d, generator=g, dtype=FLOAT), seed),
                 f"Block({d}, {heads}) on x of shape {(b, t, d)}, forward and backward")
 
@@ -261,8 +253,8 @@ def _block_public() -> list[Group]:
 
 def _random_block_sizes(g: torch.Generator, shortest: int) -> tuple[int, int, int, int]:
     """(d, heads, batch, tokens): 1-3 heads of 1-4 features, 1-3 sequences of ``shortest``-6 tokens."""
-    heads = _draw(g, 1, 3)
-    return heads * _draw(g, 1, 4), heads, _draw(g, 1, 3), _draw(g, shortest, 6)
+    heads = draw(g, 1, 4)
+    return heads * draw(g, 1, 5), heads, draw(g, 1, 4), draw(g, shortest, 7)
 
 
 def _block_hidden(g: torch.Generator) -> list[Group]:
@@ -374,25 +366,15 @@ def _through_the_pipeline(learner_pass: Callable, program: Callable, inputs: tup
                           gradients: bool) -> dict:
     """Capture the program, compile it with ``passes`` (the library's pipeline after capture) while
     ``merge_views`` is the learner's, run the generated code; report what the pass left."""
-    seen = {"unchanged": True, "left": None}
-
-    def spy(graph: Graph) -> Graph:
-        before = str(graph)
-        result = learner_pass(graph)
-        if not isinstance(result, Graph):
-            raise TypeError(f"merge_views must return a Graph, got {type(result).__name__}")
-        seen["unchanged"] = seen["unchanged"] and str(graph) == before
-        seen["left"] = view_chains(result)
-        return result
-
     graph = capture(program, inputs).graph
-    with tensorcraft.substitute(merge_views=spy):
+    with substituted("merge_views", learner_pass, returns=(Graph,), what="a Graph", note=str) as spy:
         compiled = compile_graph(graph, backend="python", passes=[VIEWS_STAGE if p == "views" else p for p in passes],
                                  need_grad=gradients)
     run = lambda *values: compiled.run(list(values), [], need_grad=gradients)  # noqa: E731
     outputs, grads = _outputs_and_gradients(run, inputs, gradients)
-    return {"outputs": outputs, "gradients of the inputs": grads, "view-of-view chains left after your pass": seen["left"],
-            "the graph given to your pass is unchanged": seen["unchanged"]}
+    return {"outputs": outputs, "gradients of the inputs": grads,
+            "view-of-view chains left after your pass": view_chains(spy.last.returned) if spy.calls else None,
+            "the graph given to your pass is unchanged": not any(c.changed_its_arguments for c in spy.calls)}
 
 
 def _block_weights(g: torch.Generator, d: int) -> tuple:
@@ -426,14 +408,14 @@ def _random_view_program(g: torch.Generator) -> tuple[Callable, str]:
     """Steps on a (2, 3, 4) tensor: reshapes to random factorisations, permutes (in three spellings,
     some dims negative), and elementwise ops whose results are all returned."""
     steps = []
-    for _ in range(_draw(g, 2, 7)):
-        kind = ("reshape", "view", "permute", "permute", "mul")[_draw(g, 0, 4)]
+    for _ in range(draw(g, 2, 8)):
+        kind = ("reshape", "view", "permute", "permute", "mul")[draw(g, 0, 5)]
         if kind in ("reshape", "view"):
-            steps.append((kind, [(24,), (6, 4), (4, 6), (2, 12), (3, 2, 4), (2, 2, 6), (-1, 8)][_draw(g, 0, 6)]))
+            steps.append((kind, [(24,), (6, 4), (4, 6), (2, 12), (3, 2, 4), (2, 2, 6), (-1, 8)][draw(g, 0, 7)]))
         elif kind == "permute":
-            steps.append((kind, (torch.randperm(4, generator=g).tolist(), _draw(g, 0, 2))))
+            steps.append((kind, (torch.randperm(4, generator=g).tolist(), draw(g, 0, 3))))
         else:
-            steps.append((kind, 0.5 + _draw(g, 0, 3) / 2))
+            steps.append((kind, 0.5 + draw(g, 0, 4) / 2))
 
     def program(x):
         y, out = x, []
@@ -456,14 +438,14 @@ def _views_hidden(g: torch.Generator) -> list[Group]:
     cases = []
     for _ in range(12):
         program, steps = _random_view_program(g)
-        passes = ("views", "dce") if _draw(g, 0, 1) else ("views", "cse", "dce", "fusion")
+        passes = ("views", "dce") if draw(g, 0, 2) else ("views", "cse", "dce", "fusion")
         cases.append(Case((program, (torch.randn(2, 3, 4, generator=g),), passes, False),
                           f"random program {steps}, passes {list(passes)}"))
-    d = 4 * _draw(g, 1, 3)
+    d = 4 * draw(g, 1, 4)
     return [
         Group("random chains of views", cases),
         Group("the block at random sizes, forward and backward", [
-            _program_case("einsum_block", (torch.randn(_draw(g, 1, 3), _draw(g, 2, 6), d, generator=g, dtype=FLOAT),
+            _program_case("einsum_block", (torch.randn(draw(g, 1, 4), draw(g, 2, 7), d, generator=g, dtype=FLOAT),
                                            *_block_weights(g, d)), ("views", "cse", "dce"), gradients=True)]),
         Group("a view of a fused kernel's output", [
             _program_case("view_of_a_fused_value", (torch.randn(2, 3, 4, generator=g),), ("views", "cse", "dce", "fusion"))]),
@@ -582,22 +564,17 @@ def reference_pipeline(d: int, heads: int, x: torch.Tensor, seed: int) -> dict:
 def _compile_with_the_learners_pipeline(make_pipeline: Callable, d: int, heads: int, x: torch.Tensor, seed: int) -> dict:
     """Compile the library's block with the passes ``make_pipeline(spy)`` lists; the spy is a correct
     view pass that records that it ran."""
-    calls = []
-
-    def view_pass(graph: Graph) -> Graph:
-        calls.append(1)
-        return library_views.merge_views.library(graph)
-
+    view_pass = Recorder(library_views.merge_views.library, VIEW_PASS)
     passes = make_pipeline(view_pass)
     if not isinstance(passes, (list, tuple)):
         raise TypeError(f"make_pipeline must return a list of passes, got {type(passes).__name__}")
     wrapped, names, idle = _watched(list(passes), view_pass)
     compiled = tensorcraft.compile(_stand_in(d, heads, x, seed), passes=wrapped, backend="python")
-    return _pipeline_facts(compiled, x, lambda: bool(calls)) | _list_facts(names, idle)
+    return _pipeline_facts(compiled, x, lambda: bool(view_pass.calls)) | _list_facts(names, idle)
 
 
 def _pipeline_case(g: torch.Generator, d: int, heads: int, b: int, t: int) -> Case:
-    return Case((d, heads, torch.randn(b, t, d, generator=g, dtype=FLOAT), _draw(g, 0, 10_000)),
+    return Case((d, heads, torch.randn(b, t, d, generator=g, dtype=FLOAT), draw(g, 0, 10001)),
                 f"the block ({d=}, {heads=}) on x of shape {(b, t, d)}, inference")
 
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 import secrets
+from typing import Any, Sequence
+
+import torch
 
 SEED_VARIABLE = "TENSORCRAFT_CHECK_SEED"
 
@@ -28,3 +31,14 @@ def hidden_seed() -> int:
         except ValueError:
             raise ValueError(f"{SEED_VARIABLE}={text!r}: expected an integer seed") from None
     return secrets.randbits(31)
+
+
+def draw(g: torch.Generator, *bounds: int) -> int:
+    """An integer drawn by ``g`` from ``range(*bounds)``: ``draw(g, n)`` is one of 0 .. n - 1, ``draw(g, low, stop)``
+    one of low .. stop - 1. The one random draw of every hidden case (``g`` is seeded by ``hidden_seed``)."""
+    return int(torch.randint(*bounds, (1,), generator=g))
+
+
+def pick(g: torch.Generator, options: Sequence[Any]) -> Any:
+    """One of ``options``, drawn by ``g`` (``options[draw(g, len(options))]``)."""
+    return options[draw(g, len(options))]

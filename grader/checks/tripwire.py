@@ -30,6 +30,11 @@ import types
 import warnings
 from typing import Any, Callable, Iterator
 
+from .spy import Recorder
+
+# The code of a check's recorder of a stage (spy.Recorder), as it was at import: it hands the pipeline's call on.
+RECORDER_CALL = Recorder.__call__.__code__
+
 
 class ForbiddenCallError(AssertionError):
     """The learner's code called a function the exercise asks them to rebuild. ``hint``: what to do
@@ -113,7 +118,10 @@ def _stage_out_of_reach(stage: Any, path: str, exercise: str) -> Iterator[None]:
     twin.__kwdefaults__ = fn.__kwdefaults__
 
     def handler(args: tuple, kwargs: dict) -> Any:
-        if sys._getframe(2).f_code is not pipeline:  # 0: this handler, 1: the guard, 2: its caller
+        caller = sys._getframe(2)  # 0: this handler, 1: the guard, 2: its caller
+        if caller.f_code is RECORDER_CALL:  # a check's recorder of the stage hands the pipeline's call on
+            caller = caller.f_back
+        if caller.f_code is not pipeline:
             raise ForbiddenCallError(
                 f"your code called the library's own {key} ({path}, reached under a name of its own), which "
                 f"the exercise '{exercise}' asks you to write; write it with the operations the exercise names")

@@ -68,11 +68,13 @@ class SolutionRuns:
         source = hashlib.sha256(course.source(assignment).read_bytes()).hexdigest()
         return source, sandboxed, str(kernel_cache.cache_root())
 
-    def __call__(self, course: Course, assignment: str, *, sandboxed: bool, hidden, timeout: int, progress: bool = False):
+    def __call__(self, course: Course, assignment: str, *, sandboxed: bool, hidden, timeout: int, progress: bool = False,
+                 pool=None):
         key = self.key(course, assignment, sandboxed)
         if self.enabled and key in self.passed and (self.passed[key] is None or self.passed[key].is_dir()):
             return self.passed[key]
-        kept = self.real(course, assignment, sandboxed=sandboxed, hidden=hidden, timeout=timeout, progress=progress)
+        kept = self.real(course, assignment, sandboxed=sandboxed, hidden=hidden, timeout=timeout, progress=progress,
+                         pool=pool)
         self.passed[key] = kept
         return kept
 
@@ -91,8 +93,8 @@ def solution_runs():
     runs = SolutionRuns(autograde_module.check_solution)
     real_check = selfcheck.check_notebook
 
-    def check_notebook(course, assignment, workspace, timeout):
-        verdict = real_check(course, assignment, workspace, timeout)
+    def check_notebook(course, assignment, workspace, timeout, graded=None):
+        verdict = real_check(course, assignment, workspace, timeout, graded)
         if verdict.points and verdict.solution_score == verdict.points and not any(
                 p.startswith(("the solution", "solution:")) for p in verdict.problems):
             runs.graded_in_full(course, assignment, autograde_module.sandboxed("auto"))

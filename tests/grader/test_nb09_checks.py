@@ -58,7 +58,7 @@ def test_the_learners_grouping_is_what_the_compiler_fuses():
 
 def test_a_grouping_that_fuses_more_than_the_rules_is_accepted_when_legal():
     """Sideways fusion (two chains that read the same input, then their sum) beats the rules' count."""
-    program = checks.Program(("p = torch.tanh(x) * 2.0", "q = torch.sin(x) + 1.0", "return p * q"))
+    program = checks.program(("p = torch.tanh(x) * 2.0", "q = torch.sin(x) + 1.0", "return p * q"))
     g = torch.Generator().manual_seed(0)
     case = checks._grouping_case(program, g)
 

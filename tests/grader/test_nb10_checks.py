@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import tensorcraft
+from grader.checks.programs import Program
 from grader.checks.nb10_code_generation import EXERCISES, NanFirst, free_problems, slot_problems
 from grader.mutants import mutants_for
 from solution_cells import solution
@@ -56,7 +57,7 @@ def test_the_learners_kernel_is_compiled_and_run_by_tc_compile():
         return LIBRARY_PYTHON(kernel)
 
     x, y = torch.randn(3, 4), torch.randn(4)
-    program = lambda a, b: torch.sigmoid(a * 2.0 + b) * a  # noqa: E731
+    program = Program(("return torch.sigmoid(a * 2.0 + b) * a",), ("a", "b"))
     got = PYTHON.call(spy, program, x, y)
     assert seen
     torch.testing.assert_close(got, program(x, y))

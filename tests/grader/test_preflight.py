@@ -8,6 +8,7 @@ import nbformat
 import pytest
 from nbgrader.utils import is_grade
 
+from grader import kernel_forks, preflight
 from grader import sandbox as sandbox_module
 from grader import selfcheck
 from grader.autograde import Summary, autograde
@@ -27,7 +28,9 @@ pytestmark = pytest.mark.usefixtures("real_preflight")
 
 def _hide_the_grading_code(monkeypatch):
     """The set-up of the issue: kernels that cannot import the grading code (here: the sandbox does
-    not bind the package ``grader``; the preflight runs in this process, so the change reaches it)."""
+    not bind the package ``grader``; with kernels started one by one the preflight runs in this
+    process, so the change reaches it)."""
+    monkeypatch.setenv(kernel_forks.SWITCH, "off")
     real = sandbox_module._package_folders
     monkeypatch.setattr(sandbox_module, "_package_folders", lambda: [p for p in real() if p.name != "grader"])
 
@@ -49,6 +52,25 @@ def test_a_kernel_that_cannot_import_the_grading_code_stops_the_batch_before_any
     code = cli_main(["autograde", str(submissions), "--course", str(course.root), "--workers", "1"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("error: stopped before grading anyone"), err
+
+
+@needs_sandbox
+@pytest.mark.skipif(not kernel_forks.enabled(), reason="kernels are not forked here (no pidfd, or switched off)")
+def test_with_forked_kernels_the_solution_runs_in_a_worker_as_a_learner_and_a_shortfall_stops_the_batch(
+        built_course, tmp_path, monkeypatch):
+    course = Course(tmp_path / "course")
+    shutil.copytree(built_course[0].root, course.root)
+    source = nbformat.read(course.source("00_welcome"), as_version=4)
+    for cell in source.cells:           # the course's own solution, broken: outer transposed
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "outer":
+            cell.source = "def outer(a, b):\n    return b[:, None] * a[None, :]\n"
+    nbformat.write(source, course.source("00_welcome"))
+    submissions = fake_class.write_class(tmp_path / "submissions", ("correct",))
+    monkeypatch.setattr(preflight, "_solution_here", lambda *a, **k: pytest.fail("the solution ran in the parent"))
+    with pytest.raises(SetupError) as stopped:
+        autograde(submissions, course, workers=1, timeout=30, progress=False)
+    assert "does not score full marks in the grading sandbox: it scores" in str(stopped.value)
+    assert not (course.root / "autograded").exists(), "a learner was graded"
 
 
 def test_a_working_set_up_grades_as_before(built_course, tmp_path):
