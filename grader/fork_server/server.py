@@ -12,14 +12,15 @@ Learners who share a server one after another must not reach each other. So:
 - The server is never reachable from a kernel: it is not dumpable (no ptrace, no /proc/1/mem, no
   reading its descriptors), and as PID 1 of the namespace it ignores every signal sent from inside
   but the ones it handles, which are none. A kernel's copy of its memory is its own (copy on write).
-- Between two kernels the worker kills every process in the sandbox but the server
-  (:meth:`ForkServer.clear`: orphans are re-parented to PID 1, so none escapes the walk), empties the
-  scratch folder and refills it for the next learner; the server empties ``/tmp`` before each fork.
+- When a kernel ends, the worker's provisioner kills every process in the sandbox but the server
+  (:meth:`grader.worker.fork_client.ForkServer.clear`: orphans are re-parented to PID 1, so none
+  escapes the walk); the worker then empties the scratch folder and refills it for the next learner;
+  the server empties ``/tmp`` before each fork.
 - The environment (cache folders, seeds, ``NBGRADER_EXECUTION``) is the kernel's own and fixed when
   the server starts; a sandbox with any other setting gets a server of its own (the old one ends).
 
 Where a server cannot be started (an old bubblewrap, no pidfd), kernels start one by one as before,
-and ``TENSORCRAFT_FORK_KERNELS=off`` asks for that. What still persists between two kernels of a
+and ``TENSORCRAFT_FORK_KERNELS=off`` (``grader.worker.fork_client.SWITCH``) asks for that. What still persists between two kernels of a
 server: System V IPC objects of its IPC namespace, which no grading code looks at. What differs
 for a notebook: the preloaded modules are imported before its first cell, so an environment
 variable a library reads when it is loaded (``OMP_NUM_THREADS`` for torch) is read already, as in
@@ -41,8 +42,9 @@ notebook that sets the variable gets a working interpreter (Triton reads it at e
 definition). With a GPU, nothing is set. Every kernel reseeds torch's and numpy's random generators
 (a fresh interpreter draws a random seed for torch; a fork would share the server's).
 
-Run as ``python -m grader.kernel_forks``, this module is the server; the rest is the worker's side,
-which :class:`grader.provisioner.GradingProvisioner` asks for a kernel.
+Run as ``python -m grader.fork_server.server`` (by :class:`grader.worker.fork_client.ForkServer`, inside
+the worker's sandbox), this module is the server; the worker's side, which
+:class:`grader.worker.provisioner.GradingProvisioner` asks for a kernel, is :mod:`grader.worker.fork_client`.
 """
 from __future__ import annotations
 
@@ -52,32 +54,20 @@ import importlib
 import json
 import os
 import re
-import select
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
-import threading
-import time
-from multiprocessing.util import Finalize
 from pathlib import Path
 from typing import Iterator
 
-from .sandbox import Sandbox, descendants, kill_until_gone, ns_pid
+from ..files import empty
 
-SWITCH = "TENSORCRAFT_FORK_KERNELS"     # "off": one sandbox per kernel, no fork server
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"    # what ipykernel sets for matplotlib
 PRELOADED = ("ipykernel.kernelapp", "ipykernel.ipkernel", "matplotlib_inline.backend_inline", "torch", "numpy",
              "einops", "matplotlib.pyplot", "nbformat", "nbgrader.utils", "tensorcraft", "grader.checks")
 COMPILER = ("torch._dynamo", "torch.fx", "torch._functorch.aot_autograd")  # after _triton_for_the_interpreter
 TRITON_INTERPRET = "TRITON_INTERPRET"
-START_TIMEOUT = 120.0       # seconds for the server's imports, on a loaded machine
-REPLY_TIMEOUT = 30.0
 PR_SET_DUMPABLE = 4
 
-
-# ------------------------------------------------------------------ inside the sandbox: the server
 
 def serve() -> None:
     """Import what kernels use (Dynamo and the checks too, warmed up), say ``ready``, then fork a
@@ -99,7 +89,7 @@ def serve() -> None:
             with contextlib.suppress(Exception):
                 importlib.import_module(module)
         with contextlib.suppress(Exception):
-            from .checks.dynamo import skip_guard_probe
+            from ..checks.dynamo import skip_guard_probe
             skip_guard_probe()              # every kernel's compiles: no guard-latency probe (decides nothing)
         with contextlib.suppress(Exception):
             _warm_up()
@@ -183,45 +173,10 @@ def _set_dumpable(dumpable: bool) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE)")
 
 
-def empty(folder: str | Path, keep: tuple[Path, ...] = ()) -> None:
-    """Remove everything in ``folder`` (not the folder: it may be a mount point in a sandbox), whatever
-    permissions a kernel set on what it left there, except the paths in ``keep`` (folders somewhere
-    inside, e.g. the mount points in the sandbox's /tmp) and the folders that lead to them.
-    Raises ``OSError`` if something stays. Only for a folder no process writes to any more: a
-    symbolic link is never followed, but a link made while this runs could be."""
-    _unlock(folder)
-    def kept(path: Path) -> bool:
-        return any(path == k or path in k.parents for k in keep)
-    for entry in os.scandir(folder):
-        path = Path(entry.path)
-        if kept(path):
-            if path not in keep:
-                empty(path, keep)
-        elif entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(path)
-        else:
-            path.unlink()
-    if any(not kept(Path(e.path)) for e in os.scandir(folder)):
-        raise OSError(f"{folder} could not be emptied")
-
-
 def mount_points() -> tuple[Path, ...]:
     """Where something is mounted in this process's view (/proc/self/mountinfo, escapes decoded)."""
     with open("/proc/self/mountinfo") as table:
         return tuple(Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), line.split()[4])) for line in table)
-
-
-def _unlock(folder: str | Path) -> None:
-    """Make ``folder`` and every folder under it listable and writable by us (its owner, or root)."""
-    with contextlib.suppress(OSError):
-        if os.stat(folder).st_uid == os.getuid():
-            os.chmod(folder, os.stat(folder).st_mode | 0o700)
-    for parent, folders, _ in os.walk(folder):          # top-down: unlocked before it is entered
-        for name in folders:
-            path = os.path.join(parent, name)
-            if not os.path.islink(path):
-                with contextlib.suppress(OSError):
-                    os.chmod(path, 0o700)
 
 
 def _become_kernel(arguments: list[str]) -> None:
@@ -250,175 +205,6 @@ def _become_kernel(arguments: list[str]) -> None:
     finally:
         os._exit(code)
 
-
-# ------------------------------------------------------------------ the worker's side
-
-class ForkServer:
-    """A server running in ``sandbox`` (started here; raises ``OSError`` if it does not come up)."""
-
-    def __init__(self, sandbox: Sandbox):
-        self.sandbox = sandbox
-        self.key = key(sandbox)
-        sandbox.end()                   # nothing left under its uid by a grader that was killed
-        self.process = subprocess.Popen(sandbox.wrap([sys.executable, "-m", "grader.kernel_forks"], as_pid_1=True),
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                        cwd=sandbox.scratch)
-        try:
-            if not self._reply(START_TIMEOUT).get("ready"):
-                raise OSError("the fork server did not start")
-            self.pid = next(p for p in descendants(self.process.pid) if ns_pid(p) == 1)
-        except (OSError, StopIteration, ValueError) as error:
-            self.close()
-            raise OSError(f"the fork server did not start: {error}") from error
-
-    def fork(self, argv: list[str]) -> int:
-        """A new kernel running ``argv`` (an ipykernel command line), forked from the server: its pid
-        here (not our child: ``grader.provisioner`` watches it through a pidfd)."""
-        self.process.stdin.write(json.dumps({"argv": argv}).encode() + b"\n")
-        self.process.stdin.flush()
-        reply = self._reply(REPLY_TIMEOUT)
-        if "pid" not in reply:
-            raise OSError(reply.get("error", "the fork server did not answer"))
-        inner = reply["pid"]
-        host = next((p for p in descendants(self.pid) if ns_pid(p) == inner), None)
-        if host is None:
-            raise OSError(f"the forked kernel {inner} ended before it started")
-        return host
-
-    def clear(self, within: float = 10.0) -> None:
-        """Kill every process in the sandbox but the server (a kernel and whatever it started)."""
-        if kill_until_gone(lambda: descendants(self.pid), within):
-            raise OSError(f"processes of the last kernel outlived {within} s of SIGKILL")
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def close(self) -> None:
-        _end(self.process, self.sandbox)
-
-    def _reply(self, timeout: float) -> dict:
-        line, deadline, fd = b"", time.monotonic() + timeout, self.process.stdout.fileno()
-        while not line.endswith(b"\n"):
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise OSError(f"the fork server gave no answer within {timeout:.0f} s")
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                raise OSError("the fork server ended")
-            line += chunk
-        return json.loads(line)
-
-
-def _end(process: subprocess.Popen, sandbox: Sandbox | None = None) -> None:
-    """Kill a server's process (and so its namespace); with ``sandbox``, whatever still runs under its uid."""
-    with contextlib.suppress(OSError):
-        process.kill()
-    process.wait()
-    for stream in (process.stdin, process.stdout):
-        with contextlib.suppress(OSError):
-            stream.close()
-    if sandbox is not None:
-        sandbox.end()
-
-
-def key(sandbox: Sandbox) -> tuple:
-    """What a server's kernels inherit from it: what it sees and may write, its uid, limits and environment."""
-    return (sandbox.scratch, tuple(sandbox.hidden), tuple(sandbox.readable), sandbox.uid, sandbox.limits,
-            tuple(sorted(sandbox.environment().items())))
-
-
-class _Station(threading.local):
-    """A worker thread's fork server and the folder its sandbox's scratch lives in (a Dask worker
-    may grade in several threads: each has its own, since a server runs one kernel at a time)."""
-    server: ForkServer | None = None
-    folder: Path | None = None
-
-
-_station = _Station()
-_refused: list[str] = []                  # why a server could not be started here (then never retried)
-
-
-def enabled() -> bool:
-    return os.environ.get(SWITCH, "on").lower() not in ("off", "0", "no", "false") and hasattr(os, "pidfd_open")
-
-
-def scratch() -> Path:
-    """This thread's scratch folder for forked kernels: made once, kept for every learner after."""
-    if _station.folder is None:
-        folder = Path(tempfile.mkdtemp(prefix="tensorcraft-sandbox-"))
-        folder.chmod(0o711)     # the sandbox's uid may pass through to its scratch folder, not list it
-        _station.folder = folder
-        # multiprocessing's workers end without running atexit handlers, but with these finalizers
-        Finalize(None, shutil.rmtree, (folder,), {"ignore_errors": True}, exitpriority=1)
-    return _station.folder / "scratch"
-
-
-def server_for(sandbox: Sandbox) -> ForkServer | None:
-    """The thread's running server for ``sandbox``'s settings, started if need be; None when
-    servers are off or cannot be had here (the caller starts its kernel on its own)."""
-    current = running()
-    if current is not None and current.key == key(sandbox):
-        return current
-    stop()
-    if not enabled() or _refused:
-        return None
-    try:
-        _station.server = ForkServer(sandbox)
-    except OSError as error:
-        _refused.append(str(error))
-        print(f"tensorcraft: kernels start one by one: {error}", file=sys.stderr)
-        return None
-    # at the process's end, or once the server is dropped (not holding it: a long-lived worker starts many)
-    # (its process only: by then the uid may run the kernels of a newer server)
-    Finalize(_station.server, _end, (_station.server.process,), exitpriority=2)
-    return _station.server
-
-
-@contextlib.contextmanager
-def sandbox_for_a_learner(hidden: list[Path], uid: int | None) -> Iterator[Sandbox]:
-    """This thread's sandbox for forked kernels, for one learner: emptied of the learner before
-    (what its kernel left running killed, its scratch folder emptied) on entry, and again on exit."""
-    sandbox = Sandbox(scratch(), hidden=hidden, uid=uid)
-    try:
-        _reset(sandbox)
-    except OSError:                        # given up: a new folder (and server) instead
-        sandbox = Sandbox(scratch(), hidden=hidden, uid=uid)
-    try:
-        yield sandbox
-    finally:
-        with contextlib.suppress(OSError):  # given up, so the next learner gets new ones
-            _reset(sandbox)
-
-
-def _reset(sandbox: Sandbox) -> None:
-    """Kill what the last kernel left running and empty the scratch folder. Where either fails,
-    the server and the folder are given up: the next learner gets new ones, never a used one."""
-    try:
-        if (server := running()) is not None:
-            server.clear()
-        else:                   # its kernel started on its own (no server): wait until its uid runs nothing
-            sandbox.end()
-        if sandbox.scratch.exists():
-            empty(sandbox.scratch)
-    except OSError:
-        stop()
-        if _station.folder is not None:
-            shutil.rmtree(_station.folder, ignore_errors=True)
-            _station.folder = None
-        raise
-
-
-def running() -> ForkServer | None:
-    """This thread's fork server, if one runs."""
-    current = _station.server
-    return current if current is not None and current.alive() else None
-
-
-def stop() -> None:
-    """End the thread's server, if one runs."""
-    current, _station.server = _station.server, None
-    if current is not None:
-        current.close()
 
 
 if __name__ == "__main__":

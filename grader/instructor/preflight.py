@@ -1,11 +1,11 @@
 """Before any learner is graded, each assignment's solution runs once the way a learner's notebook
 will (the same sandbox, executor and grading-code check) and must score full marks.
 
-A broken set-up (a kernel that cannot import the grading code, a sandbox that hides the library, a
+A broken set-up (a kernel that cannot import the grading code, a sandbox that masks the library, a
 missing compiler) would otherwise grade the whole class 0, with nothing but a status note per
 learner. Here the batch stops before anyone is graded, saying why in one line. For a notebook that
-calls a compiler, the same run keeps the compiled kernels every learner's sandbox starts with
-(:mod:`grader.kernel_cache`), so it costs nothing extra the first time.
+calls a compiler, the same run keeps the compiled code every learner's sandbox starts with
+(:mod:`grader.worker.compile_cache`), so it costs nothing extra the first time.
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from pathlib import Path
 from nbformat.notebooknode import NotebookNode
 from nbgrader.utils import determine_grade, is_grade
 
-from .course import Course
-from .kernel_cache import WARM_UP_TIMEOUT, cache_path, compiles, keep, run_solution, warm_cache
-from .sandbox import Sandbox, claim_uid
+from ..course import Course
+from ..worker.compile_cache import WARM_UP_TIMEOUT, cache_path, compiles, keep, run_solution, warm_cache
+from ..worker.sandbox import Sandbox, claim_uid
 
 
 PREFLIGHT_TIMEOUT = 120   # seconds a cell of the solution may at least take here: its kernel imports torch
@@ -54,18 +54,18 @@ def shortfall(notebook: NotebookNode) -> str | None:
     return f"it scores {score:g}/{maximum:g}" + (f"; the first error: {error}" if (error := _first_error(notebook)) else "")
 
 
-def check_solution(course: Course, assignment: str, *, sandboxed: bool, hidden: list[Path],
+def check_solution(course: Course, assignment: str, *, sandboxed: bool, masked: list[Path],
                    timeout: int, progress: bool = False) -> Path | None:
     """Run ``assignment``'s solution as grading will; raise :class:`SetupError` when it does not
-    score full marks. Returns the kept kernel cache learners' sandboxes start with (None: none)."""
+    score full marks. Returns the kept compiled-code cache learners' sandboxes start with (None: none)."""
     kept = cache_path(course, assignment) if sandboxed and compiles(course.source(assignment)) else None
     making = kept is not None and not kept.exists()
     if making and progress:
-        print(f"{assignment}: running its solution once, sandboxed, to compile the kernels every learner's "
+        print(f"{assignment}: running its solution once, sandboxed, to compile the code every learner's "
               "sandbox starts with (kept for later runs)", flush=True)
     work = Path(tempfile.mkdtemp(prefix="tensorcraft-preflight-"))
     work.chmod(0o711)
-    sandbox = Sandbox(work / "scratch", hidden=list(hidden), uid=claim_uid()) if sandboxed else None
+    sandbox = Sandbox(work / "scratch", masked=list(masked), uid=claim_uid()) if sandboxed else None
     try:
         cache = None if making or kept is None else warm_cache(course, assignment)
         notebook, executor = run_solution(course, assignment, sandbox,

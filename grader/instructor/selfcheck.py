@@ -1,6 +1,6 @@
 """`python -m grader check`: prove the course grades what it should, before learners see it.
 
-For every notebook: the solution scores full marks through the real autograde pipeline; the
+For every notebook: the solution scores full marks through the real autograde chains; the
 untouched release scores zero, with every test cell failing cleanly on an AssertionError from a
 check (not on a crash of the grader); every mutant written as a patch of the library's source
 still applies (its old text occurs exactly once); every known-wrong answer (mutant) of every exercise is
@@ -25,10 +25,10 @@ from nbgrader.utils import is_grade
 
 from .autograde import autograde
 from .build import build, solution_files
-from .course import NOTEBOOKS, SOLUTIONS, Course
-from .checks.exercise import STUB_HINT
-from .checks.report import GroupOutcome
-from .mutants import Mutant, mutants_for
+from ..course import NOTEBOOKS, SOLUTIONS, Course
+from ..checks.exercise import STUB_HINT
+from ..checks.report import GroupOutcome
+from ..mutants import Mutant, mutants_for
 from .preflight import shortfall
 
 SOLUTION, RELEASE = "solution", "release"

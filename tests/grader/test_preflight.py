@@ -8,13 +8,13 @@ import nbformat
 import pytest
 from nbgrader.utils import is_grade
 
-from grader import sandbox as sandbox_module
-from grader import selfcheck
-from grader.autograde import Summary, autograde
+from grader.worker import sandbox as sandbox_module
+from grader.instructor import selfcheck
+from grader.instructor.autograde import Summary, autograde
 from grader.cli import main as cli_main
 from grader.course import Course
-from grader.preflight import SetupError, shortfall
-from grader.sandbox import unavailable
+from grader.instructor.preflight import SetupError, shortfall
+from grader.worker.sandbox import unavailable
 
 _spec = importlib.util.spec_from_file_location("fake_class", Path(__file__).with_name("fake_class.py"))
 fake_class = importlib.util.module_from_spec(_spec)
@@ -71,8 +71,8 @@ def test_grader_check_names_the_cause_in_one_line(built_course, tmp_path, monkey
                                                    evalue="No module named 'grader'", traceback=[])]
 
     def graded_as_broken(submissions, course, **_):
-        from grader.autograde import Outcome
-        from grader.submissions import find_submissions
+        from grader.instructor.autograde import Outcome
+        from grader.instructor.submissions import find_submissions
         found, _ = find_submissions(submissions, course.assignments())
         for submission in found:
             target = course.autograded(submission.learner, submission.assignment)
