@@ -2,8 +2,10 @@
 
 A grading worker keeps, per thread, one fork server running in one sandbox (:class:`ForkServer`,
 started as ``python -m grader.fork_server.server`` inside bubblewrap) and one scratch folder, and
-hands the sandbox to one learner after another (:func:`sandbox_for_a_learner`), emptied between
-them; where that fails, the server and the folder are given up.
+hands the sandbox to one learner after another (:func:`sandbox_for_a_learner`). A kernel's own
+processes are ended by the provisioner's clean-up (:meth:`grader.worker.provisioner.GradingProvisioner.cleanup`:
+the server's other children, or the sandbox uid's processes); between two learners this module only
+empties the scratch folder, and gives the server and the folder up where that fails.
 Where a server cannot be started (an old bubblewrap, no pidfd), kernels start one by one, and
 ``TENSORCRAFT_FORK_KERNELS=off`` asks for that.
 """
@@ -155,8 +157,8 @@ def server_for(sandbox: Sandbox) -> ForkServer | None:
 
 @contextlib.contextmanager
 def sandbox_for_a_learner(masked: list[Path], uid: int | None) -> Iterator[Sandbox]:
-    """This thread's sandbox for forked kernels, for one learner: emptied of the learner before
-    (what its kernel left running killed, its scratch folder emptied) on entry, and again on exit."""
+    """This thread's sandbox for forked kernels, for one learner: its scratch folder emptied of the
+    learner before on entry, and again on exit (what a kernel left running, the provisioner ends)."""
     sandbox = Sandbox(scratch(), masked=masked, uid=uid)
     try:
         _reset(sandbox)
@@ -170,13 +172,10 @@ def sandbox_for_a_learner(masked: list[Path], uid: int | None) -> Iterator[Sandb
 
 
 def _reset(sandbox: Sandbox) -> None:
-    """Kill what the last kernel left running and empty the scratch folder. Where either fails,
-    the server and the folder are given up: the next learner gets new ones, never a used one."""
+    """Empty the scratch folder of the last learner (their kernel's processes were ended by the
+    provisioner's clean-up). Where that fails, the server and the folder are given up: the next
+    learner gets new ones, never a used one."""
     try:
-        if (server := running()) is not None:
-            server.clear()
-        else:                   # its kernel started on its own (no server): wait until its uid runs nothing
-            sandbox.end()
         if sandbox.scratch.exists():
             empty(sandbox.scratch)
     except OSError:
