@@ -71,7 +71,7 @@ browser:
 	else echo "no $(CHROMIUM), and apt-get cannot be run here (not root, or no apt-get): install Debian's" \
 		"'chromium' package to run the browser test (tests/e2e); it is skipped until then"; fi
 
-# autograde runs every learner's kernel in a bubblewrap sandbox (grader/sandbox.py); installed here
+# autograde runs every learner's kernel in a bubblewrap sandbox (grader/worker/sandbox.py); installed here
 # where we may (root, apt-get). Elsewhere it is said; autograde then refuses to run unless --unsafe.
 sandbox:
 	@if command -v bwrap >/dev/null; then :; \

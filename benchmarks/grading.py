@@ -13,7 +13,7 @@ scores, which is checked; the table shows wall-clock seconds, submissions per mi
 and worker core (the sizing rule's number: a class of N notebook runs to grade in T minutes needs
 about N / (rate per core x T) cores), and each run's speed against nbgrader's, then where one submission's time went in our run (its mean
 per submission: kernel start, imports, compile and check cells, the other cells, the grader's own
-steps around them; the preflight run of the solution, once per batch: ``grader.timings``).
+steps around them; the preflight run of the solution, once per batch: ``grader.worker.timings``).
 ``--profile`` adds each cell's mean seconds; ``--all`` grades a class of every notebook in turn and
 ends with one table for the whole course.
 """
@@ -34,18 +34,18 @@ from pathlib import Path
 
 import nbformat
 
-from grader import kernel_forks
-from grader.autograde import autograde, sandboxed
-from grader.build import build
+from grader.worker import fork_client
+from grader.instructor.autograde import autograde, sandboxed
+from grader.instructor.build import build
 from grader.course import NOTEBOOKS, Course, put_python_scripts_on_path
-from grader.sandbox import descendants
-from grader.timings import CELL, FORKED_CPU, KERNEL_CPU, WORKER_CPU, phase
+from grader.worker.sandbox import descendants
+from grader.worker.timings import CELL, FORKED_CPU, KERNEL_CPU, WORKER_CPU, phase
 
 ASSIGNMENT = "00_welcome"
 LOCAL_CLUSTER = "local"
-# the breakdown's columns, in order: the cells by kind (grader.timings.cell_kind), then the grader's steps
+# the breakdown's columns, in order: the cells by kind (grader.worker.timings.cell_kind), then the grader's steps
 PHASES = ("kernel start", "imports", "compile", "checks", "cell", "integrity check", "kernel shutdown",
-          "kernel cache copy", "sandbox reset", "sanitize")
+          "compile cache copy", "sandbox reset", "sanitize")
 ANSWERS = {  # kind -> (outer body, normalize_rows body); None keeps the release's stub
     "correct": ("return a[:, None] * b[None, :]", "return x / x.sum(dim=1, keepdim=True)"),
     "wrong": ("return b[:, None] * a[None, :]", "return x / x.sum(dim=1, keepdim=True)"),
@@ -138,7 +138,7 @@ def _dask_pool(address: str | None, workers: int, course: Course, stack: context
     """A DaskPool on the scheduler at ``address``, or on a LocalCluster of ``workers`` one-thread workers."""
     from distributed import Client, LocalCluster
 
-    from grader.dask_grading import DaskPool
+    from grader.instructor.dask_pool import DaskPool
     if address is None:
         address = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None))
     client = stack.enter_context(Client(address))
@@ -261,7 +261,7 @@ def print_course(classes: list[Graded]) -> None:
     """The whole course in one table: per notebook, our seconds and nbgrader's, submissions a minute
     per core (ours per worker core: R of the sizing rule), the ratio, and the breakdown."""
     short = {"kernel start": "start", "integrity check": "integr", "kernel shutdown": "stop",
-             "kernel cache copy": "cache", "sandbox reset": "reset", "sanitize": "sanit"}
+             "compile cache copy": "cache", "sandbox reset": "reset", "sanitize": "sanit"}
     columns = [short.get(name, name) for name in PHASES] + ["other"]
     print(f"{'notebook':<22} {'ours s':>7} {'nbg s':>7} {'R ours':>6} {'R nbg':>6} {'ratio':>6} {'cpu x':>6} "
           f"{'preflt':>6} " + " ".join(f"{c:>6}" for c in columns))
@@ -294,7 +294,7 @@ def main(argv: list[str]) -> int:
     put_python_scripts_on_path()
     isolation = "unsafe" if args.unsafe else "sandbox"
     confined = sandboxed(isolation)       # refuses, and says why, where no sandbox can be had
-    kernels = "kernels forked from a warm server" if confined and kernel_forks.enabled() else "a new kernel each"
+    kernels = "kernels forked from a warm server" if confined and fork_client.enabled() else "a new kernel each"
     classes = []
     for assignment in notebooks if args.all else args.assignment:
         print(f"{args.learners} submissions of {assignment} on {os.cpu_count()} cores "

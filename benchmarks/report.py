@@ -23,15 +23,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader.build import source_notebook
+from grader.instructor.build import source_notebook
 from grader.checks.record import MIME
-from grader.class_report import similarity
-from grader.class_report.build import HTML_NAME, JSON_NAME, NOTEBOOK_NAME, report_data, write_tables
-from grader.class_report.records import load
-from grader.class_report.render_html import write_html
-from grader.class_report.render_notebook import write_notebook
+from grader.instructor.class_report import similarity
+from grader.instructor.class_report.build import HTML_NAME, JSON_NAME, NOTEBOOK_NAME, report_data, write_tables
+from grader.instructor.class_report.records import load
+from grader.instructor.class_report.render_html import write_html
+from grader.instructor.class_report.render_notebook import write_notebook
 from grader.course import NOTEBOOKS, SOLUTIONS, Course
-from grader.export import CSV_NAME
+from grader.instructor.export import CSV_NAME
 
 NAME = re.compile(r"\b([a-z_][a-z0-9_]{2,})\b")
 KEEP = {"def", "return", "for", "in", "if", "else", "elif", "not", "and", "or", "None", "True", "False", "range",
@@ -192,7 +192,7 @@ def main(argv: list[str]) -> int:
         print(f"{'the whole report':<42} {sum(w for w, _ in times.values()):7.1f} s "
               f"{sum(c for _, c in times.values()):7.1f} s   ({len(data['similarity']['pairs'])} pairs flagged)")
 
-        from grader.class_report.build import course_code, documents
+        from grader.instructor.class_report.build import course_code, documents
         first = sorted(records.layouts)[0]
         docs = [d for d in documents(records) if d.assignment == first]
         ignored = course_code(course, first)

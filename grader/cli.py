@@ -11,7 +11,7 @@ from .course import DEFAULT_COURSE, NOTEBOOKS, SOLUTIONS, Course
 
 
 def _build(args: argparse.Namespace) -> int:
-    from .build import build
+    from .instructor.build import build
     started = time.perf_counter()
     written = build(Course(args.course), args.solutions, args.notebooks, args.only or None, args.overwrite)
     for path in written:
@@ -21,7 +21,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from .selfcheck import run_check, table
+    from .instructor.selfcheck import run_check, table
     verdicts = run_check(args.only or None, timeout=args.timeout)
     print(table(verdicts))
     problems = [f"{v.notebook}: {p}" for v in verdicts for p in v.problems]
@@ -32,12 +32,12 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _autograde(args: argparse.Namespace) -> int:
-    from .autograde import NoSandboxError, autograde, print_summary
-    from .preflight import SetupError
+    from .instructor.autograde import NoSandboxError, autograde, print_summary
+    from .instructor.preflight import SetupError
     course = Course(args.course)
     pool = None
     if args.dask:
-        from .dask_grading import DaskPool
+        from .instructor.dask_pool import DaskPool
         try:
             pool = DaskPool(args.dask, course)
         except (OSError, RuntimeError) as error:   # no scheduler there, or workers unlike this machine
@@ -60,7 +60,7 @@ def _autograde(args: argparse.Namespace) -> int:
 
 def _feedback(args: argparse.Namespace) -> int:
     from .course import put_python_scripts_on_path
-    from .feedback import feedback_exporter, stale_feedback, write_feedback
+    from .instructor.feedback import feedback_exporter, stale_feedback, write_feedback
     put_python_scripts_on_path()
     course = Course(args.course)
     pairs = stale_feedback(course) if not args.all else [
@@ -73,7 +73,7 @@ def _feedback(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .class_report.build import HTML_NAME, write_report
+    from .instructor.class_report.build import HTML_NAME, write_report
     started = time.perf_counter()
     written = write_report(Course(args.course), args.out)
     for path in written:
@@ -83,7 +83,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _home(args: argparse.Namespace) -> int:
-    from .home import place_learner_home
+    from .instructor.home import place_learner_home
     print(f"course home {place_learner_home(args.folder.expanduser())}")
     return 0
 
@@ -120,7 +120,7 @@ def parser() -> argparse.ArgumentParser:
     grade.add_argument("--no-feedback", action="store_true", help="skip writing feedback HTML")
     grade.add_argument("--force", action="store_true", help="regrade submissions already graded")
     grade.add_argument("--dask", metavar="ADDRESS", help="run the notebooks on this Dask scheduler "
-                       "(tcp://host:8786) instead of local processes; see grader/dask_grading.py")
+                       "(tcp://host:8786) instead of local processes; see grader/instructor/dask_pool.py")
     grade.add_argument("--unsafe", action="store_true",
                        help="run learners' notebooks without a sandbox, with your own rights (only where "
                             "bubblewrap cannot be had, and only for submissions you trust)")
@@ -144,7 +144,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .build import BuildError
+    from .instructor.build import BuildError
     args = parser().parse_args(argv)
     try:
         return args.run(args)

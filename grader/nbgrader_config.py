@@ -18,24 +18,24 @@ c.Execute.timeout = 30
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "nbgrader.preprocessors.ClearHiddenTests",
-    "grader.feedback_tracebacks.ShortenTestCellTracebacks",
+    "grader.instructor.feedback_tracebacks.ShortenTestCellTracebacks",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 
 # Autograding runs nbgrader's own chains, Autograde.sanitize_preprocessors and
-# Autograde.autograde_preprocessors (grader/pipeline.py): what is set here for them (say
+# Autograde.autograde_preprocessors (grader/worker/chains.py): what is set here for them (say
 # c.IgnorePattern.pattern, c.LimitOutput.max_lines, c.ClearMetadataPreprocessor.enabled) applies to
 # `python -m grader autograde` exactly as to `nbgrader autograde`.
 # nbgrader's default list, with two of ours: SandboxedExecute in place of nbgrader's Execute, so that
 # `nbgrader autograde` and formgrader's Autograde button run each learner's notebook in the grading
-# sandbox too (grader/nbgrader_sandbox.py; `python -m grader autograde` puts its own executor there),
+# sandbox too (grader/worker/nbgrader_sandbox.py; `python -m grader autograde` puts its own executor there),
 # and PartialCredit before the scores are saved (off unless enabled below).
 c.Autograde.autograde_preprocessors = [
-    "grader.nbgrader_sandbox.SandboxedExecute",
+    "grader.worker.nbgrader_sandbox.SandboxedExecute",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
-    "grader.partial_credit.PartialCredit",
+    "grader.worker.partial_credit.PartialCredit",
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",

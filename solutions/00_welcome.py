@@ -230,7 +230,7 @@ print("raised AssertionError: (score, points) =", determine_grade(test_cell))
 # yours (it starts a second kernel, so it takes a few seconds; it is skipped while grading).
 
 # %%
-from grader.execute import GuardedExecute
+from grader.worker.execute import GuardedExecute
 
 if os.environ.get("NBGRADER_EXECUTION") != "autograde":
     demo = nbformat.v4.new_notebook(cells=[

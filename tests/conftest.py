@@ -51,7 +51,7 @@ NEEDS_BY_FILE = {
     "grader/test_kernel_forks.py": (KERNEL, SANDBOX),
     "grader/test_lab_roles.py": (KERNEL,),                             # Jupyter's own commands, per role
     "grader/test_nbgrader_sandbox.py": (KERNEL, SANDBOX, NBGRADER),
-    "grader/test_pipeline.py": (KERNEL, NBGRADER),
+    "grader/test_chains.py": (KERNEL, NBGRADER),
     "grader/test_preflight.py": (KERNEL, NBGRADER),
     "grader/test_provisioner.py": (KERNEL, SANDBOX),
     "grader/test_sandbox.py": (KERNEL, SANDBOX),
@@ -65,7 +65,7 @@ NEEDS_BY_FIXTURE = {
 
 
 # files that grade every solution notebook: in one process they share its runs (tests/grader/conftest.py)
-SHARED_COURSE = ("grader/test_check_command.py", "grader/test_pipeline.py")
+SHARED_COURSE = ("grader/test_check_command.py", "grader/test_chains.py")
 
 
 def _relative(item) -> str:

@@ -6,7 +6,7 @@ goes into the compile-event metrics (``guard_latency_us``) and nowhere else: not
 graph, a recompile decision or ``explain``. The flush costs tens of milliseconds of CPU per compiled
 frame (measured: 49 frames of notebook 07's ground truth, 2.19 CPU s with it and 1.27 s without, the
 same answers). The checks whose ground truth is Dynamo run under :func:`without_guard_probe`, and
-the grading fork server (``grader.kernel_forks``) switches the probe off for every kernel it forks
+the grading fork server (``grader.fork_server.server``) switches the probe off for every kernel it forks
 (:func:`skip_guard_probe`), so a graded notebook's own ``torch.compile`` cells skip it too.
 """
 from __future__ import annotations

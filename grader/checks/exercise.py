@@ -25,7 +25,7 @@ import torch
 
 from tensorcraft.trees import leaves
 
-from .. import progress
+from ..kernel import progress
 from ..mutants import mutants_for
 from .compare import changed, describe, difference, kind_hint, mismatch
 from .devices import META, clone, devices, to_device

@@ -6,7 +6,7 @@ whose ``text/plain`` is the text the learner reads (shown once, as a print would
 or hidden, the groups passed, failed and pending, and per failed group its case, why it failed and
 the known mistake (mutant) that explains it, by name, as the check chose the hint the learner reads
 (``GroupOutcome.mutant``). ``python -m grader report`` reads these records from the autograded
-notebooks (``grader/class_report/records.py``); it never parses the text. Outside a kernel (a
+notebooks (``grader/instructor/class_report/records.py``); it never parses the text. Outside a kernel (a
 script, pytest) the text is printed as before.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Some exercises' ground truth is costly (notebook 07's: Dynamo compiles each case's program) and the
 same for every learner on the public cases. An exercise with ``truth_once=True`` lets the grading
-fork server (``grader.kernel_forks``) compute its public cases' truths once, before it forks the
+fork server (``grader.fork_server.server``) compute its public cases' truths once, before it forks the
 first kernel for that notebook (:func:`remember`); every kernel forked after inherits them, and
 ``Exercise`` reads them back (:func:`recall`) instead of calling the reference. Hidden cases are
 random per learner and are always computed.
@@ -12,7 +12,7 @@ defines it, torch's version, and the case's arguments as they would be passed (e
 shape, strides, offset, device, requires_grad, which arguments share storage, and its bytes), so a
 changed check or case finds nothing and computes its truth as ever. The truths are kept as one
 tuple of (key, pickled result) pairs: immutable, so a notebook cannot edit them, and replacing the
-tuple is a change the grading-code check (``grader.integrity``) reports. Each recall unpickles a
+tuple is a change the grading-code check (``grader.kernel.integrity``) reports. Each recall unpickles a
 fresh copy.
 """
 from __future__ import annotations

@@ -20,7 +20,7 @@ _spec.loader.exec_module(report_benchmark)
 
 @pytest.fixture(scope="module")
 def report_page(tmp_path_factory, chromium):
-    from grader.class_report.build import write_report
+    from grader.instructor.class_report.build import write_report
     root = tmp_path_factory.mktemp("class_report")
     course = report_benchmark.synthesise(root, learners=12, notebooks=2)
     written = write_report(course, root / "report")

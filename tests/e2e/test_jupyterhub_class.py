@@ -33,8 +33,8 @@ from pathlib import Path
 import pytest
 
 import fake_class
-from grader import sandbox
-from grader.build import build
+from grader.worker import sandbox
+from grader.instructor.build import build
 from grader.course import Course, put_python_scripts_on_path
 
 HERE = Path(__file__).resolve().parent

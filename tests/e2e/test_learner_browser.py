@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.build import source_notebook
-from grader.syllabus import NOTEBOOK_NAME
+from grader.instructor.build import source_notebook
+from grader.kernel.syllabus import NOTEBOOK_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "build" / "e2e"

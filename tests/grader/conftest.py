@@ -2,7 +2,7 @@
 
 The suite grades notebooks in many places (``grader check`` on every notebook, the side-by-side
 run against nbgrader, the fake, hostile and Dask classes, the exchange), and each autograde batch
-first runs the solution of every assignment it grades (its preflight, :mod:`grader.preflight`).
+first runs the solution of every assignment it grades (its preflight, :mod:`grader.instructor.preflight`).
 Within one test session nothing that preflight checks changes between batches of the same
 notebook: the same solution, the same sandbox, the same kept-kernel folder. So the first passing
 run of a solution, by a preflight or by ``grader check``, which grades the solution through the
@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from grader import autograde as autograde_module
-from grader import kernel_cache, selfcheck
-from grader.build import build
+from grader.instructor import autograde as autograde_module
+from grader.worker import compile_cache
+from grader.instructor import selfcheck
+from grader.instructor.build import build
 from grader.course import Course
 
 
@@ -56,7 +57,7 @@ def _built_once(shared: Path) -> Path:
 class SolutionRuns:
     """Autograde's preflight, run once per solution per session: a later batch of the same solution,
     sandboxed alike and with the same kept-kernel folder, takes the verdict of the first run (a run
-    that fails raises :class:`grader.preflight.SetupError` and is not kept)."""
+    that fails raises :class:`grader.instructor.preflight.SetupError` and is not kept)."""
 
     def __init__(self, real):
         self.real = real
@@ -66,14 +67,14 @@ class SolutionRuns:
     @staticmethod
     def key(course: Course, assignment: str, sandboxed: bool) -> tuple[str, bool, str]:
         source = hashlib.sha256(course.source(assignment).read_bytes()).hexdigest()
-        return source, sandboxed, str(kernel_cache.cache_root())
+        return source, sandboxed, str(compile_cache.cache_root())
 
-    def __call__(self, course: Course, assignment: str, *, sandboxed: bool, hidden, timeout: int, progress: bool = False,
+    def __call__(self, course: Course, assignment: str, *, sandboxed: bool, masked, timeout: int, progress: bool = False,
                  pool=None):
         key = self.key(course, assignment, sandboxed)
         if self.enabled and key in self.passed and (self.passed[key] is None or self.passed[key].is_dir()):
             return self.passed[key]
-        kept = self.real(course, assignment, sandboxed=sandboxed, hidden=hidden, timeout=timeout, progress=progress,
+        kept = self.real(course, assignment, sandboxed=sandboxed, masked=masked, timeout=timeout, progress=progress,
                          pool=pool)
         self.passed[key] = kept
         return kept
@@ -81,8 +82,8 @@ class SolutionRuns:
     def graded_in_full(self, course: Course, assignment: str, sandboxed: bool) -> None:
         """``grader check`` graded the solution with full marks: what the preflight asks, already shown.
         Keep what the preflight would have returned: the kept kernels, where a sandboxed run keeps any."""
-        kept = (kernel_cache.warm_cache(course, assignment)
-                if sandboxed and kernel_cache.compiles(course.source(assignment)) else None)
+        kept = (compile_cache.warm_cache(course, assignment)
+                if sandboxed and compile_cache.compiles(course.source(assignment)) else None)
         self.passed[self.key(course, assignment, sandboxed)] = kept
 
 

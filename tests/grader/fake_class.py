@@ -5,7 +5,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.utils import is_grade
 
-from grader.build import source_notebook
+from grader.instructor.build import source_notebook
 from grader.course import NOTEBOOKS, SOLUTIONS
 
 CORRECT_OUTER = "return a[:, None] * b[None, :]"

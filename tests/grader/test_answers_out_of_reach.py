@@ -165,7 +165,7 @@ def test_a_library_function_that_reads_the_equation_is_refused_even_when_its_err
 
 def test_the_guards_leave_the_grading_machinery_as_it_was():
     """Every swapped code is put back, and the guards' own records do not read as a patched grader."""
-    from grader import integrity
+    from grader.kernel import integrity
     module = "grader.checks.nb04_einsum_fast"
     before = integrity.snapshot(module)
     _refused(FLOPS, lambda *args: int(path_flops_returns_a_float(*args)), "path_flops_returns_a_float")

@@ -13,9 +13,9 @@ import pytest
 from nbgrader.api import Gradebook
 from nbgrader.utils import is_grade
 
-from grader.autograde import autograde
+from grader.instructor.autograde import autograde
 from grader.course import Course, put_python_scripts_on_path
-from grader.sandbox import unavailable
+from grader.worker.sandbox import unavailable
 
 _spec = importlib.util.spec_from_file_location("fake_class", Path(__file__).with_name("fake_class.py"))
 fake_class = importlib.util.module_from_spec(_spec)
@@ -136,8 +136,8 @@ def test_a_broken_resubmission_is_an_error_that_says_the_old_grade_stays(graded)
 
 
 def test_a_rebuilt_assignment_with_changed_tests_counts_as_not_graded(graded, tmp_path):
-    from grader.autograde import _is_done
-    from grader.submissions import find_submissions
+    from grader.instructor.autograde import _is_done
+    from grader.instructor.submissions import find_submissions
     course, submissions, _ = graded
     found, _ = find_submissions(submissions, ["00_welcome"])
     assert all(_is_done(course, s) for s in found)

@@ -17,8 +17,8 @@ from pathlib import Path
 from nbgrader.api import Gradebook
 
 from grader.course import Course, put_python_scripts_on_path
-from grader.export import CSV_NAME
-from grader.sandbox import unavailable
+from grader.instructor.export import CSV_NAME
+from grader.worker.sandbox import unavailable
 
 _spec = importlib.util.spec_from_file_location("fake_class", Path(__file__).with_name("fake_class.py"))
 fake_class = importlib.util.module_from_spec(_spec)

@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.utils import is_grade
 
-from grader.build import solution_files, source_notebook
+from grader.instructor.build import solution_files, source_notebook
 from grader.course import NOTEBOOKS, SOLUTIONS
 
 _spec = importlib.util.spec_from_file_location("fake_class", Path(__file__).with_name("fake_class.py"))
@@ -62,7 +62,7 @@ def test_build_registers_the_assignment_in_the_gradebook(built_course):
 
 
 def test_a_rebuild_never_overwrites_an_edited_learner_notebook(built_course, tmp_path, capsys):
-    from grader.build import build
+    from grader.instructor.build import build
     course, notebooks = built_course
     mine = tmp_path / "notebooks"
     mine.mkdir()
@@ -83,7 +83,7 @@ def test_a_rebuild_regenerates_only_the_assignments_whose_source_changed(tmp_pat
     """`make instructor` builds on every start: an unchanged notebook is not generated again."""
     import shutil
 
-    from grader import build as build_module
+    from grader.instructor import build as build_module
     from grader.course import Course
     solutions = tmp_path / "solutions"
     shutil.copytree(SOLUTIONS, solutions)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import selfcheck
+from grader.instructor import selfcheck
 from grader.checks import nb00_welcome
 from grader.checks.exercise import STUB_HINT, Case, Exercise, Group, call_directly
 from grader.cli import main

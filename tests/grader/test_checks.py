@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from grader import selfcheck
+from grader.instructor import selfcheck
 from grader.checks import nb00_welcome
 from grader.checks.compare import mismatch
 from grader.checks.exercise import Case, Exercise, Group

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from grader.autograde import autograde
-from grader.build import build
+from grader.instructor.autograde import autograde
+from grader.instructor.build import build
 from grader.course import Course
 
 import planted_class as planted

@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from grader.class_report import items, similarity
-from grader.class_report.build import excerpt
-from grader.class_report.records import cell_faults, layout, outcome_records
+from grader.instructor.class_report import items, similarity
+from grader.instructor.class_report.build import excerpt
+from grader.instructor.class_report.records import cell_faults, layout, outcome_records
 from grader.checks.record import MIME
 
 

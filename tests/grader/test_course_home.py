@@ -4,13 +4,13 @@ import json
 import nbformat
 import pytest
 
-from grader import progress
+from grader.kernel import progress
 from grader.checks.nb00_welcome import check_outer
 from grader.checks.report import flat
 from grader.course import NOTEBOOKS
-from grader.home import (HOME_NAME, home_notebook, place_learner_home, progress_figure, progress_rows,
-                         progress_table_html, show_progress)
-from grader.syllabus import modules_in, read_module
+from grader.instructor.home import HOME_NAME, home_notebook, place_learner_home
+from grader.kernel.progress_page import progress_figure, progress_rows, progress_table_html, show_progress
+from grader.kernel.syllabus import modules_in, read_module
 
 
 def outer_right(a, b):

@@ -1,11 +1,11 @@
-"""The child process a Dask worker runs its notebooks in (grader.dask_grading._Child): calls and
+"""The child process a Dask worker runs its notebooks in (grader.worker.dask_worker._Child): calls and
 their answers travel pickled through multiprocessing.connection; a child that dies is reported."""
 import math
 import os
 
 import pytest
 
-from grader.dask_grading import ChildDied, _Child
+from grader.worker.dask_worker import ChildDied, _Child
 
 
 def test_the_child_answers_raises_and_dies_as_the_call_did():

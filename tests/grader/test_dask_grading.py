@@ -11,10 +11,10 @@ import pytest
 from nbgrader.api import Gradebook
 from nbgrader.utils import is_grade
 
-from grader.autograde import autograde
+from grader.instructor.autograde import autograde
 from grader.course import Course, put_python_scripts_on_path
-from grader.dask_grading import DaskPool
-from grader.sandbox import unavailable
+from grader.instructor.dask_pool import DaskPool
+from grader.worker.sandbox import unavailable
 
 _spec = importlib.util.spec_from_file_location("fake_class", Path(__file__).with_name("fake_class.py"))
 fake_class = importlib.util.module_from_spec(_spec)

@@ -3,7 +3,7 @@ and so does every cell after it; nothing is left running."""
 import nbformat
 from nbgrader.utils import determine_grade
 
-from grader.execute import GuardedExecute
+from grader.worker.execute import GuardedExecute
 
 
 def _graded(source: str, grade_id: str) -> nbformat.NotebookNode:

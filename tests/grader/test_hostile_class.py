@@ -18,11 +18,11 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.autograde import autograde
+from grader.instructor.autograde import autograde
 from grader.course import REPO, Course, put_python_scripts_on_path
-from grader.kernel_cache import cache_root
-from grader.pipeline import course_config, exchange_root
-from grader.sandbox import FIRST_UID, UIDS, unavailable
+from grader.worker.compile_cache import cache_root
+from grader.worker.chains import course_config, exchange_root
+from grader.worker.sandbox import FIRST_UID, UIDS, unavailable
 
 _here = Path(__file__).parent
 for _name in ("fake_class", "hostile_class"):

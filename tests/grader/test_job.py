@@ -1,4 +1,4 @@
-"""grader.job.GradingJob: one value per submission, run the same way by the local pool and by Dask."""
+"""grader.worker.job.GradingJob: one value per submission, run the same way by the local pool and by Dask."""
 import pickle
 from dataclasses import FrozenInstanceError, replace
 from pathlib import Path
@@ -6,17 +6,17 @@ from pathlib import Path
 import pytest
 
 from grader.course import Course
-from grader.dask_grading import _sent
-from grader.job import GradingJob, nbgrader_resources
-from grader.kernel_cache import FOLDER as KERNELS
-from grader.kernel_cache import cache_root
+from grader.instructor.dask_pool import _sent
+from grader.worker.job import GradingJob, nbgrader_resources
+from grader.worker.compile_cache import FOLDER as COMPILED
+from grader.worker.compile_cache import cache_root
 
 
 @pytest.fixture
 def job(tmp_path) -> GradingJob:
     course = Course(tmp_path / "course")
     return GradingJob.of(course, "alice", "00_welcome", timeout=7, sandboxed=True,
-                         hidden=(tmp_path / "course", tmp_path / "submissions"))
+                         masked=(tmp_path / "course", tmp_path / "submissions"))
 
 
 def test_a_job_is_frozen_and_pickles(job):
@@ -42,17 +42,17 @@ def test_nbgraders_resources_are_made_in_one_place(job, tmp_path):
 
 def test_the_dask_path_sends_course_paths_relative_and_the_worker_gets_the_same_job_on_its_copy(job, tmp_path):
     course = Course(tmp_path / "course")
-    cached = replace(job, kernel_cache=cache_root() / "00_welcome-abc")
+    cached = replace(job, compile_cache=cache_root() / "00_welcome-abc")
     sent = _sent(cached, course)
     assert sent.submitted == Path("submitted/alice/00_welcome/00_welcome.ipynb")
     assert sent.db_url == "sqlite:///gradebook.db"
-    assert sent.kernel_cache == Path(KERNELS, "00_welcome-abc")
-    assert sent.hidden == job.hidden and sent.timeout == 7 and sent.sandboxed
+    assert sent.compile_cache == Path(COMPILED, "00_welcome-abc")
+    assert sent.masked == job.masked and sent.timeout == 7 and sent.sandboxed
     assert pickle.loads(pickle.dumps(sent)) == sent
     kit = tmp_path / "kit" / "course"
     on_worker = sent.moved(lambda path: kit / path)
-    assert on_worker.kernel_cache == kit / KERNELS / "00_welcome-abc"
+    assert on_worker.compile_cache == kit / COMPILED / "00_welcome-abc"
     back_home = sent.moved(lambda path: course.root / path)
-    assert replace(back_home, kernel_cache=None) == job       # the same job, so the same resources
+    assert replace(back_home, compile_cache=None) == job       # the same job, so the same resources
     assert back_home.resources(tmp_path) == job.resources(tmp_path)
     assert on_worker.resources()["nbgrader"] == {**job.resources()["nbgrader"], "db_url": f"sqlite:///{kit / 'gradebook.db'}"}

@@ -7,9 +7,9 @@ import signal
 import nbformat
 import pytest
 
-from grader import kernel_forks
-from grader.execute import GuardedExecute
-from grader.sandbox import claim_uid, unavailable
+from grader.worker import fork_client
+from grader.worker.execute import GuardedExecute
+from grader.worker.sandbox import claim_uid, unavailable
 
 pytestmark = pytest.mark.skipif(unavailable() is not None, reason=f"no sandbox here: {unavailable()}")
 
@@ -57,7 +57,7 @@ for signum in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGSTOP):
 
 LOOKS_AROUND = r'''
 import json, os, pathlib
-from grader.kernel_forks import mount_points
+from grader.fork_server.server import mount_points
 mounts = mount_points()         # the scratch folder, and the course code where it lies under /tmp
 left = []
 for parent, folders, files in os.walk("/tmp"):
@@ -77,7 +77,7 @@ def _run(sources: list[str], fork: bool, timeout: int = 60):
     """Cells run as one learner's notebook in this thread's fork-server sandbox (or in a sandbox of
     their own, ``fork=False``): what each printed, read as JSON where it printed JSON."""
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
-    with kernel_forks.sandbox_for_a_learner([], claim_uid()) as box:
+    with fork_client.sandbox_for_a_learner([], claim_uid()) as box:
         box.prepare()
         executor = GuardedExecute(sandbox=box, fork=fork, timeout=timeout, kernel_name="python3")
         notebook, _ = executor.preprocess(notebook, {"metadata": {"path": str(box.scratch)}})
@@ -91,7 +91,7 @@ def _run(sources: list[str], fork: bool, timeout: int = 60):
 
 def test_a_forked_kernel_runs_as_a_kernel_started_on_its_own_would():
     (forked,), _ = _run([SETTINGS], fork=True)
-    server = kernel_forks.running()
+    server = fork_client.running()
     assert server is not None, "no fork server was started"
     (alone,), _ = _run([SETTINGS], fork=False)
     for setting in ("path", "cwd", "environment", "name", "argv0", "backend", "uid", "interrupt"):
@@ -107,7 +107,7 @@ def test_two_forked_kernels_draw_different_random_numbers():
 
 
 def test_a_forked_kernel_finds_dynamo_loaded_and_nothing_left_of_the_servers_warm_up():
-    """The server imported torch._dynamo and compiled once (grader.kernel_forks._warm_up): a kernel
+    """The server imported torch._dynamo and compiled once (grader.fork_server.server._warm_up): a kernel
     finds it loaded, with no counter, compiled function or TRITON_INTERPRET of the server's."""
     source = ("import json, os, sys\nloaded = 'torch._dynamo' in sys.modules\n"
               "import torch._dynamo\nfrom torch._dynamo.utils import counters\n"
@@ -119,7 +119,7 @@ def test_a_forked_kernel_finds_dynamo_loaded_and_nothing_left_of_the_servers_war
 
 def test_learners_who_share_a_server_cannot_reach_each_other_or_the_server():
     _run(["print('warm')"], fork=True)
-    server = kernel_forks.running()
+    server = fork_client.running()
     printed, executor = _run([LEAVES_THINGS_BEHIND, "import json", ATTACKS_THE_SERVER, "print('still here')"],
                              fork=True)
     assert executor.lost is None, executor.lost
@@ -128,10 +128,10 @@ def test_learners_who_share_a_server_cannot_reach_each_other_or_the_server():
     assert {k: v for k, v in attacks.items() if k != "parent"} == {
         "mem": "refused", "environ": "refused", "descriptors": "refused", "ptrace": "refused"}
     assert printed[3] == ("still here\n", [])
-    assert kernel_forks.running() is server and server.alive(), "the server was killed from inside"
+    assert fork_client.running() is server and server.alive(), "the server was killed from inside"
 
     (seen,), _ = _run([LOOKS_AROUND], fork=True)
-    assert kernel_forks.running() is server, "the next learner did not share the server"
+    assert fork_client.running() is server, "the next learner did not share the server"
     assert seen["others"] == [], "a process of the last learner outlived its kernel"
     assert seen["tmp"] == []
     assert seen["startup_ran"] is False
@@ -149,18 +149,18 @@ def test_a_cell_past_its_limit_is_interrupted_in_a_forked_kernel():
 
 def test_a_server_that_died_is_replaced_for_the_next_learner():
     _run(["print('warm')"], fork=True)
-    server = kernel_forks.running()
+    server = fork_client.running()
     os.kill(server.pid, signal.SIGKILL)             # from outside: the OOM killer, an operator
     server.process.wait(timeout=10)
     (printed,), executor = _run(["print('graded')"], fork=True)
     assert printed == ("graded\n", [])
-    assert kernel_forks.running() is not server
+    assert fork_client.running() is not server
 
 
 def test_where_no_server_can_start_each_kernel_starts_in_a_sandbox_of_its_own(monkeypatch, capsys):
-    from grader.sandbox import Sandbox
-    kernel_forks.stop()
-    monkeypatch.setattr(kernel_forks, "_refused", [])
+    from grader.worker.sandbox import Sandbox
+    fork_client.stop()
+    monkeypatch.setattr(fork_client, "_refused", [])
     wrap = Sandbox.wrap
 
     def without_as_pid_1(self, argv, as_pid_1=False):     # a bubblewrap too old for --as-pid-1
@@ -168,10 +168,10 @@ def test_where_no_server_can_start_each_kernel_starts_in_a_sandbox_of_its_own(mo
     monkeypatch.setattr(Sandbox, "wrap", without_as_pid_1)
     (printed,), executor = _run(["print(open('/proc/1/comm').read().strip())"], fork=True)
     assert printed == ("bwrap\n", []), "the kernel did not start in a sandbox of its own (bubblewrap's PID 1)"
-    assert kernel_forks.running() is None
+    assert fork_client.running() is None
     assert "kernels start one by one: the fork server" in capsys.readouterr().err
     (printed,), executor = _run(["print('graded again')"], fork=True)
-    assert printed == ("graded again\n", []) and kernel_forks.running() is None
+    assert printed == ("graded again\n", []) and fork_client.running() is None
 
 
 def test_a_kernel_the_server_cannot_fork_starts_in_a_sandbox_of_its_own(monkeypatch):
@@ -179,7 +179,7 @@ def test_a_kernel_the_server_cannot_fork_starts_in_a_sandbox_of_its_own(monkeypa
 
     def gone(self, argv):
         raise OSError("the fork server ended")
-    monkeypatch.setattr(kernel_forks.ForkServer, "fork", gone)
+    monkeypatch.setattr(fork_client.ForkServer, "fork", gone)
     (printed,), executor = _run(["print(open('/proc/1/comm').read().strip())"], fork=True)
     assert printed == ("bwrap\n", []), "the kernel did not start in a sandbox of its own (bubblewrap's PID 1)"
     assert executor.lost is None

@@ -11,7 +11,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from grader.course import REPO, Course, put_python_scripts_on_path
-from grader.sandbox import unavailable
+from grader.worker.sandbox import unavailable
 
 _spec = importlib.util.spec_from_file_location("fake_class", Path(__file__).with_name("fake_class.py"))
 fake_class = importlib.util.module_from_spec(_spec)
@@ -57,7 +57,7 @@ def test_nbgrader_autograde_runs_each_notebook_in_the_sandbox(built_course, tmp_
 
 
 def test_nbgrader_autograde_refuses_where_no_sandbox_can_be_made(built_course, tmp_path, monkeypatch):
-    from grader import nbgrader_sandbox
+    from grader.worker import nbgrader_sandbox
     monkeypatch.setattr(nbgrader_sandbox, "unavailable", lambda: "bwrap not found")
     executor = nbgrader_sandbox.SandboxedExecute()
     resources = {"nbgrader": {"db_url": built_course[0].db_url, "assignment": "00_welcome"}}

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from grader import integrity
+from grader.kernel import integrity
 from grader.checks import compare, exercise
 from grader.checks.nb00_welcome import NORMALIZE_ROWS, OUTER
 from grader.checks.ops import forbidden_ops

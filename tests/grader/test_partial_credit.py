@@ -11,10 +11,10 @@ from nbgrader.api import Gradebook
 from nbgrader.utils import determine_grade
 from traitlets.config import Config
 
-from grader import pipeline
-from grader.autograde import autograde
+from grader.worker import chains
+from grader.instructor.autograde import autograde
 from grader.course import Course, put_python_scripts_on_path
-from grader.partial_credit import PartialCredit
+from grader.worker.partial_credit import PartialCredit
 
 _spec = importlib.util.spec_from_file_location("fake_class", Path(__file__).with_name("fake_class.py"))
 fake_class = importlib.util.module_from_spec(_spec)
@@ -60,8 +60,8 @@ def test_the_share_of_groups_that_passed_is_the_share_of_points_only_when_enable
 
 
 def test_the_course_config_has_the_step_off_by_default():
-    chains = pipeline.build_chains(pipeline.course_config(), __import__("grader.execute").execute.GuardedExecute)
-    [step] = [s for s in chains.autograde if isinstance(s, PartialCredit)]
+    steps = chains.build_chains(chains.course_config(), __import__("grader.worker.execute").worker.execute.GuardedExecute)
+    [step] = [s for s in steps.autograde if isinstance(s, PartialCredit)]
     assert step.enabled is False
 
 

@@ -4,7 +4,7 @@ the mutant, and a patch that changes nothing is refused (it would be a second co
 import pytest
 import torch
 
-from grader import selfcheck
+from grader.instructor import selfcheck
 from grader.checks.exercise import Case, Exercise, Group
 from grader.mutants import REGISTRY, PatchError, patched
 from tensorcraft import stages

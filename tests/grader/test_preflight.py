@@ -8,14 +8,16 @@ import nbformat
 import pytest
 from nbgrader.utils import is_grade
 
-from grader import kernel_forks, preflight
-from grader import sandbox as sandbox_module
-from grader import selfcheck
-from grader.autograde import Summary, autograde
+from grader.worker import fork_client
+from grader.instructor import preflight
+from grader.worker import sandbox as sandbox_module
+from grader.instructor import selfcheck
+from grader.instructor.autograde import Summary, autograde
 from grader.cli import main as cli_main
 from grader.course import Course
-from grader.preflight import SetupError, shortfall
-from grader.sandbox import unavailable
+from grader.instructor.preflight import SetupError
+from grader.worker.solution_run import shortfall
+from grader.worker.sandbox import unavailable
 
 _spec = importlib.util.spec_from_file_location("fake_class", Path(__file__).with_name("fake_class.py"))
 fake_class = importlib.util.module_from_spec(_spec)
@@ -30,7 +32,7 @@ def _hide_the_grading_code(monkeypatch):
     """The set-up of the issue: kernels that cannot import the grading code (here: the sandbox does
     not bind the package ``grader``; with kernels started one by one the preflight runs in this
     process, so the change reaches it)."""
-    monkeypatch.setenv(kernel_forks.SWITCH, "off")
+    monkeypatch.setenv(fork_client.SWITCH, "off")
     real = sandbox_module._package_folders
     monkeypatch.setattr(sandbox_module, "_package_folders", lambda: [p for p in real() if p.name != "grader"])
 
@@ -55,7 +57,7 @@ def test_a_kernel_that_cannot_import_the_grading_code_stops_the_batch_before_any
 
 
 @needs_sandbox
-@pytest.mark.skipif(not kernel_forks.enabled(), reason="kernels are not forked here (no pidfd, or switched off)")
+@pytest.mark.skipif(not fork_client.enabled(), reason="kernels are not forked here (no pidfd, or switched off)")
 def test_with_forked_kernels_the_solution_runs_in_a_worker_as_a_learner_and_a_shortfall_stops_the_batch(
         built_course, tmp_path, monkeypatch):
     course = Course(tmp_path / "course")
@@ -93,8 +95,8 @@ def test_grader_check_names_the_cause_in_one_line(built_course, tmp_path, monkey
                                                    evalue="No module named 'grader'", traceback=[])]
 
     def graded_as_broken(submissions, course, **_):
-        from grader.autograde import Outcome
-        from grader.submissions import find_submissions
+        from grader.instructor.autograde import Outcome
+        from grader.instructor.submissions import find_submissions
         found, _ = find_submissions(submissions, course.assignments())
         for submission in found:
             target = course.autograded(submission.learner, submission.assignment)

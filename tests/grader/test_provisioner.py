@@ -1,4 +1,4 @@
-"""grader.provisioner.GradingProvisioner: the one place a grading kernel's start is decided. A kernel
+"""grader.worker.provisioner.GradingProvisioner: the one place a grading kernel's start is decided. A kernel
 is forked where a fork server can be had and started in a sandbox of its own where not; an interrupt
 reaches it; its end leaves no process behind, whichever way it started."""
 import asyncio
@@ -7,9 +7,9 @@ import psutil
 import pytest
 from jupyter_client.manager import AsyncKernelManager
 
-from grader import kernel_forks
-from grader.provisioner import GradingProvisioner
-from grader.sandbox import claim_uid, unavailable
+from grader.worker import fork_client
+from grader.worker.provisioner import GradingProvisioner
+from grader.worker.sandbox import claim_uid, unavailable
 
 pytestmark = pytest.mark.skipif(unavailable() is not None, reason=f"no sandbox here: {unavailable()}")
 
@@ -68,14 +68,14 @@ def _running(processes: list[psutil.Process]) -> list[psutil.Process]:
 
 
 def _scenario(fork: bool):
-    with kernel_forks.sandbox_for_a_learner([], claim_uid()) as box:
+    with fork_client.sandbox_for_a_learner([], claim_uid()) as box:
         box.prepare()
         return asyncio.run(_run_a_kernel(box, fork))
 
 
 def test_a_kernel_is_forked_where_a_server_is_up_and_leaves_nothing_running():
     provisioner, _, interrupted, family = _scenario(fork=True)
-    server = kernel_forks.running()
+    server = fork_client.running()
     assert server is not None and provisioner.forked and provisioner.server is server
     assert interrupted["status"] == "error" and interrupted["ename"] == "KeyboardInterrupt"
     assert _running(family) == [], "a process of the kernel outlived its clean-up"
@@ -84,10 +84,10 @@ def test_a_kernel_is_forked_where_a_server_is_up_and_leaves_nothing_running():
 
 
 def test_without_a_server_a_kernel_starts_in_a_sandbox_of_its_own_and_leaves_nothing_running(monkeypatch):
-    kernel_forks.stop()
-    monkeypatch.setenv(kernel_forks.SWITCH, "off")
+    fork_client.stop()
+    monkeypatch.setenv(fork_client.SWITCH, "off")
     provisioner, pid_1, interrupted, family = _scenario(fork=True)
-    assert not provisioner.forked and kernel_forks.running() is None
+    assert not provisioner.forked and fork_client.running() is None
     assert pid_1 == "bwrap", "the kernel did not start in a sandbox of its own"
     assert interrupted["status"] == "error" and interrupted["ename"] == "KeyboardInterrupt"
     assert _running(family) == [], "a process of the kernel outlived its clean-up"

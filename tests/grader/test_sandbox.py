@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from grader import sandbox as sandbox_module
-from grader.autograde import NoSandboxError, autograde, sandboxed
+from grader.worker import sandbox as sandbox_module
+from grader.instructor.autograde import NoSandboxError, autograde, sandboxed
 from grader.cli import main as cli_main
 from grader.course import REPO, Course
-from grader.sandbox import Limits, Sandbox, claim_uid, unavailable
+from grader.worker.sandbox import Limits, Sandbox, claim_uid, unavailable
 
 needs_sandbox = pytest.mark.skipif(unavailable() is not None, reason=f"no sandbox here: {unavailable()}")
 
@@ -27,7 +27,7 @@ def can(action):
 paths = json.loads(sys.argv[1])
 report = {
     "uid": os.getuid(),
-    "sees_hidden": [p for p in paths["hidden"] if os.path.exists(p) and os.listdir(p)],
+    "sees_masked": [p for p in paths["masked"] if os.path.exists(p) and os.listdir(p)],
     "writes_readable": can(lambda: open(os.path.join(paths["readable"], "x"), "w")),
     "writes_scratch": can(lambda: open("written", "w")),
     "reads_course_code": os.path.exists(os.path.join(paths["repo"], "grader", "checks", "exercise.py")),
@@ -45,22 +45,22 @@ print(json.dumps(report))
 
 @needs_sandbox
 def test_a_sandboxed_process_sees_only_its_scratch_and_the_course_code(tmp_path):
-    hidden = tmp_path / "course"
-    (hidden / "submitted").mkdir(parents=True)
-    (hidden / "gradebook.db").write_text("grades")
+    masked = tmp_path / "course"
+    (masked / "submitted").mkdir(parents=True)
+    (masked / "gradebook.db").write_text("grades")
     folder = tmp_path / "sandboxes"
     folder.mkdir()
     folder.chmod(0o711)
-    box = Sandbox(folder / "scratch", hidden=[hidden], uid=claim_uid(), limits=Limits(processes=50))
+    box = Sandbox(folder / "scratch", masked=[masked], uid=claim_uid(), limits=Limits(processes=50))
     box.prepare()
     server = __import__("socket").create_server(("127.0.0.1", 0))
-    paths = {"hidden": [str(hidden)], "readable": str(REPO / "lib"), "repo": str(REPO),
+    paths = {"masked": [str(masked)], "readable": str(REPO / "lib"), "repo": str(REPO),
              "port": server.getsockname()[1]}
     result = subprocess.run(box.wrap([sys.executable, "-c", PROBE, json.dumps(paths)]),
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert report["sees_hidden"] == []
+    assert report["sees_masked"] == []
     assert not report["writes_readable"] and report["writes_scratch"]
     assert report["reads_course_code"] and report["import_torch"]
     assert not report["network"]
@@ -74,7 +74,7 @@ def test_a_sandboxed_process_sees_only_its_scratch_and_the_course_code(tmp_path)
 
 def test_autograde_refuses_to_run_without_a_sandbox_unless_told_unsafe(monkeypatch, tmp_path, capsys):
     reason = "bwrap not found; install bubblewrap"
-    monkeypatch.setattr("grader.autograde.unavailable", lambda: reason)
+    monkeypatch.setattr("grader.instructor.autograde.unavailable", lambda: reason)
     with pytest.raises(NoSandboxError, match="refusing to run learners' code without a sandbox: bwrap not found"):
         autograde(tmp_path, Course(tmp_path / "course"), isolation="sandbox")
     assert sandboxed("unsafe") is False and sandboxed("auto") is False
@@ -97,7 +97,7 @@ def _sandbox(tmp_path: Path, name: str) -> Sandbox:
 def _run_cells(box: Sandbox, sources: list[str], timeout: int = 60):
     import nbformat
 
-    from grader.execute import GuardedExecute
+    from grader.worker.execute import GuardedExecute
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
     executor = GuardedExecute(sandbox=box, timeout=timeout, kernel_name="python3")
     try:
@@ -143,30 +143,31 @@ COMPILES = ("import torch, tensorcraft as tc\n"
 
 
 @needs_sandbox
-def test_every_sandbox_starts_with_its_own_copy_of_the_kernels_the_solution_compiled(tmp_path, monkeypatch):
+def test_every_sandbox_starts_with_its_own_copy_of_the_code_the_solution_compiled(tmp_path, monkeypatch):
     import nbformat
     from shutil import which
 
-    from grader import kernel_cache
+    from grader.worker import compile_cache
+    from grader.worker.execute import prefill
     if which("cc") is None and which("gcc") is None:
         pytest.skip("no C compiler here: tensorcraft's C backend cannot compile")
     monkeypatch.setenv("TENSORCRAFT_CACHE_DIR", str(tmp_path / "kept"))
     course = Course(tmp_path / "course")
     course.source("demo").parent.mkdir(parents=True)
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(COMPILES)]), course.source("demo"))
-    kept = kernel_cache.warm_cache(course, "demo")
-    assert kept is not None and kept.parent == tmp_path / "kept" / kernel_cache.FOLDER
+    kept = compile_cache.warm_cache(course, "demo")
+    assert kept is not None and kept.parent == tmp_path / "kept" / compile_cache.FOLDER
     libraries = sorted(p.relative_to(kept) for p in kept.rglob("*.so"))
     assert libraries, "the solution's run kept no compiled library"
 
     box = _sandbox(tmp_path, "learner")
-    kernel_cache.seed(kept, box)
+    prefill(kept, box)
     notebook, _ = _run_cells(box, [COMPILES, "open(c_toolchain.cache_dir() / 'c' / 'planted.so', 'w').write('x')"])
     count, folder = notebook.cells[0].outputs[0].text.split()
     assert count == "0", "the learner's kernel compiled again instead of finding the kernel in its cache"
     assert Path(folder).is_relative_to(box.scratch)
     assert not list(kept.rglob("planted.so")), "a learner's write reached the kept cache"
-    assert kernel_cache.warm_cache(course, "demo") == kept        # made once, found after
+    assert compile_cache.warm_cache(course, "demo") == kept        # made once, found after
 
 
 def test_the_kept_cache_of_another_version_of_a_notebook_goes_once_unused_for_a_month(tmp_path, monkeypatch):
@@ -174,27 +175,27 @@ def test_the_kept_cache_of_another_version_of_a_notebook_goes_once_unused_for_a_
 
     import nbformat
 
-    from grader import kernel_cache
+    from grader.worker import compile_cache
     monkeypatch.setenv("TENSORCRAFT_CACHE_DIR", str(tmp_path / "kept"))
     course = Course(tmp_path / "course")
     course.source("demo").parent.mkdir(parents=True)
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(COMPILES)]), course.source("demo"))
-    current = kernel_cache.cache_path(course, "demo")
+    current = compile_cache.cache_path(course, "demo")
     current.mkdir(parents=True)
     (current / "kernel.so").write_text("made by an earlier run")
     old, recent, other = (current.parent / name for name in ("demo-" + "0" * 16, "demo-" + "1" * 16,
                                                                "demo-b-" + "2" * 16))   # the last: another notebook's
-    for folder, unused in ((old, kernel_cache.STALE_AFTER + 3600), (recent, 3600), (other, kernel_cache.STALE_AFTER + 3600)):
+    for folder, unused in ((old, compile_cache.STALE_AFTER + 3600), (recent, 3600), (other, compile_cache.STALE_AFTER + 3600)):
         folder.mkdir()
         os.utime(folder, (time.time() - unused,) * 2)
-    assert kernel_cache.warm_cache(course, "demo") == current
+    assert compile_cache.warm_cache(course, "demo") == current
     assert not old.exists()
     assert recent.exists() and other.exists() and (current / "kernel.so").exists()
     assert time.time() - current.stat().st_mtime < 60, "the cache in use was not marked as used"
 
 
 @needs_sandbox
-def test_a_hidden_folder_inside_a_readable_one_is_covered_and_the_code_inside_it_bound_again(tmp_path):
+def test_a_masked_folder_inside_a_readable_one_is_covered_and_the_code_inside_it_bound_again(tmp_path):
     """A checkout under a folder the kernel reads (the course cloned into /opt, say): its instructor
     files are covered, the course code inside it stays readable, and nothing can be written there."""
     outer = tmp_path / "opt"
@@ -205,7 +206,7 @@ def test_a_hidden_folder_inside_a_readable_one_is_covered_and_the_code_inside_it
     (checkout / "grader" / "checks.py").write_text("code")
     (outer / "other_tool").write_text("tool")
     box = _sandbox(tmp_path, "box")
-    box.readable, box.hidden = [outer, checkout / "grader"], [checkout]
+    box.readable, box.masked = [outer, checkout / "grader"], [checkout]
     probe = ("import os, json\n"
              f"c = {str(checkout)!r}\n"
              "def writes(p):\n    try:\n        open(p, 'w').close(); return True\n    except OSError:\n        return False\n"
@@ -217,7 +218,7 @@ def test_a_hidden_folder_inside_a_readable_one_is_covered_and_the_code_inside_it
     assert json.loads(result.stdout) == {"listing": ["grader"], "code": "code", "tool": "tool", "writes": False}
 
 
-def test_the_checkout_the_course_code_comes_from_is_hidden_but_its_packages_are_read():
+def test_the_checkout_the_course_code_comes_from_is_masked_but_its_packages_are_read():
     """Binding the packages, not the checkout: the sandbox's readable paths hold no folder of the
     checkout but the packages and the environment."""
     readable = sandbox_module._python_paths()

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.autograde import Outcome, Summary, print_summary
+from grader.instructor.autograde import Outcome, Summary, print_summary
 from grader.course import Course, put_python_scripts_on_path
-from grader.export import CSV_NAME, write_csv
-from grader.submissions import Submission
+from grader.instructor.export import CSV_NAME, write_csv
+from grader.instructor.submissions import Submission
 
 # nbgrader's update_or_create_submission trips SQLAlchemy autoflush warnings; autograde ignores them too
 pytestmark = pytest.mark.filterwarnings("ignore:.*not in session")

@@ -1,8 +1,8 @@
 """The folder of submissions: what is found, what is skipped and why, what cannot be read."""
 from grader.course import DEFAULT_COURSE
-from grader.execute import execute_submission
-from grader.job import GradingJob
-from grader.submissions import find_submissions
+from grader.worker.execute import execute_submission
+from grader.worker.job import GradingJob
+from grader.instructor.submissions import find_submissions
 
 
 def test_layout_learner_folder_then_notebook_named_after_its_assignment(tmp_path):
@@ -35,11 +35,11 @@ def test_grading_before_building_says_which_build_command_to_run(tmp_path, capsy
 
 
 def test_ctrl_c_during_autograde_says_how_to_resume_without_a_traceback(tmp_path, capsys, monkeypatch):
-    import grader.autograde
+    import grader.instructor.autograde
     from grader.cli import main
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr(grader.autograde, "autograde", interrupted)
+    monkeypatch.setattr(grader.instructor.autograde, "autograde", interrupted)
     assert main(["autograde", str(tmp_path)]) == 130
     assert "run the same command again to grade the rest" in capsys.readouterr().err
 

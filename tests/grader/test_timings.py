@@ -1,11 +1,11 @@
-"""Where a submission's grading time goes (grader.timings): steps add up, cells are sorted by kind,
+"""Where a submission's grading time goes (grader.worker.timings): steps add up, cells are sorted by kind,
 and a process's CPU seconds are read from /proc, its children's included."""
 import os
 import subprocess
 import sys
 import time
 
-from grader.timings import Timings, cell_kind, cell_step, cpu_seconds, phase
+from grader.worker.timings import Timings, cell_kind, cell_step, cpu_seconds, phase
 
 
 def test_a_step_measured_twice_adds_up():

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from grader import integrity
+from grader.kernel import integrity
 from grader.checks import truths
 from grader.checks.nb07_graph_capture import INPUT_GUARD, REFUSAL
 

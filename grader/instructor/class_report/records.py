@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..checks.record import MIME
-from ..checks.report import NOT_IMPLEMENTED
-from ..course import Course
+from ...checks.record import MIME
+from ...checks.report import NOT_IMPLEMENTED
+from ...course import Course
 from ..export import CSV_NAME
 
 # The names of the errors the grader writes into a cell outside the kernel, by what went wrong.

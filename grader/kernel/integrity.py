@@ -9,7 +9,7 @@ constant's value. After every cell the grader calls :func:`verify`, which names 
 a change scores that cell and every later graded cell 0, with the reason in the feedback.
 
 This raises the bar; it is not a proof. Code in the same process can, in principle, also replace the
-verifier; the sandbox (``grader.sandbox``) bounds what such code can do, and the instructor sees the
+verifier; the sandbox (``grader.worker.sandbox``) bounds what such code can do, and the instructor sees the
 submitted source.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ MACHINERY = ("grader.checks.exercise", "grader.checks.compare", "grader.checks.t
              "grader.checks.report", "grader.checks.record", "grader.checks.seed", "grader.checks.devices", "grader.checks.truths",
              "grader.checks.spy", "grader.checks.stages", "grader.checks.programs", "grader.checks.reach",
              "grader.mutants",
-             "grader.progress", "grader.integrity")
+             "grader.kernel.progress", "grader.kernel.integrity")
 # Namespaces of the tools the checks compute and compare with: every entry present at install time.
 TOOLS = ("torch", "torch.random", "torch.nn.functional", "torch.overrides", "torch.utils._python_dispatch", "numpy")
 TOOL_CLASSES = ("torch.Tensor", "torch._C.TensorBase", "numpy.ndarray")
@@ -161,7 +161,7 @@ def install(check_module: str | None = None) -> tuple[int, str]:
 def changes() -> list[str]:
     """Every name whose object changed since :func:`install`."""
     if _baseline is None:
-        return ["grader.integrity (no fingerprint was taken)"]
+        return ["grader.kernel.integrity (no fingerprint was taken)"]
     now = snapshot(_baseline["check_module"])
     return [name for name, token in _baseline["tokens"].items() if now.get(name) != token]
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from nbconvert import HTMLExporter
 
-from .course import Course
-from .files import write_atomically
-from .job import nbgrader_resources
-from .pipeline import course_config, feedback_steps
+from ..course import Course
+from ..files import write_atomically
+from ..worker.job import nbgrader_resources
+from ..worker.chains import course_config, feedback_steps
 from .submissions import EXCHANGE_FILES
 
 

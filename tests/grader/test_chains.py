@@ -16,12 +16,12 @@ from nbgrader.preprocessors import Execute, IgnorePattern, LimitOutput
 from nbgrader.utils import parse_utc
 from traitlets.config import Config
 
-from grader import pipeline
-from grader.autograde import autograde
+from grader.worker import chains
+from grader.instructor.autograde import autograde
 from grader.course import Course, put_python_scripts_on_path
-from grader.execute import GuardedExecute, execute_submission
-from grader.job import GradingJob
-from grader.nbgrader_sandbox import SandboxedExecute
+from grader.worker.execute import GuardedExecute, execute_submission
+from grader.worker.job import GradingJob
+from grader.worker.nbgrader_sandbox import SandboxedExecute
 
 TIMEOUT = int(os.environ.get("TENSORCRAFT_TEST_CELL_TIMEOUT", "60"))
 DUE = "2026-11-30 17:00:00 UTC"
@@ -154,18 +154,18 @@ def _names(chain) -> list[str]:
 
 
 def test_the_chains_are_nbgraders_with_our_executor_and_without_the_gradebook_writers():
-    config = pipeline.course_config()
-    chains = pipeline.build_chains(config, GuardedExecute, timeout=7)
+    config = chains.course_config()
+    steps = chains.build_chains(config, GuardedExecute, timeout=7)
     nbgraders = Autograde(config=config)
-    assert _names(chains.sanitize) == [c.__name__ for c in nbgraders.sanitize_preprocessors]
-    configured = [pipeline._class(c) for c in nbgraders.autograde_preprocessors]
+    assert _names(steps.sanitize) == [c.__name__ for c in nbgraders.sanitize_preprocessors]
+    configured = [chains._class(c) for c in nbgraders.autograde_preprocessors]
     assert configured[0] is SandboxedExecute        # nbgrader's own autograde runs sandboxed too
     expected = [("GuardedExecute" if issubclass(c, Execute) else c.__name__) for c in configured
-                if c not in pipeline.GRADEBOOK_WRITERS]
-    assert _names(chains.autograde) == expected
+                if c not in chains.GRADEBOOK_WRITERS]
+    assert _names(steps.autograde) == expected
     assert {"IgnorePattern", "ClearMetadataPreprocessor", "LimitOutput", "PartialCredit"} <= set(expected)
-    assert [w.__name__ for w in chains.writers] == ["SaveAutoGrades", "AssignLatePenalties"]
-    assert chains.autograde[0].timeout == 7
+    assert [w.__name__ for w in steps.writers] == ["SaveAutoGrades", "AssignLatePenalties"]
+    assert steps.autograde[0].timeout == 7
 
 
 def test_settings_of_the_course_config_reach_the_steps():
@@ -174,8 +174,8 @@ def test_settings_of_the_course_config_reach_the_steps():
     config.IgnorePattern.pattern = "Warning"
     config.LimitOutput.max_lines = 3
     config.ClearMetadataPreprocessor.enabled = True
-    chains = pipeline.build_chains(config, GuardedExecute)
-    steps = {type(step): step for step in chains.autograde}
+    steps = chains.build_chains(config, GuardedExecute)
+    steps = {type(step): step for step in steps.autograde}
     assert steps[GuardedExecute].timeout == 11
     assert steps[IgnorePattern].pattern == "Warning"
     assert steps[LimitOutput].max_lines == 3 and steps[ClearMetadataPreprocessor].enabled
@@ -185,12 +185,12 @@ def test_a_configured_list_of_ones_own_is_followed():
     config = Config()
     config.Autograde.autograde_preprocessors = ["nbgrader.preprocessors.Execute",
                                                 "nbgrader.preprocessors.SaveAutoGrades"]
-    chains = pipeline.build_chains(config, GuardedExecute)
-    assert _names(chains.autograde) == ["GuardedExecute"]
-    assert [w.__name__ for w in chains.writers] == ["SaveAutoGrades"]
+    steps = chains.build_chains(config, GuardedExecute)
+    assert _names(steps.autograde) == ["GuardedExecute"]
+    assert [w.__name__ for w in steps.writers] == ["SaveAutoGrades"]
     config.Autograde.autograde_preprocessors = [Execute, "nbgrader.preprocessors.SaveAutoGrades", LimitOutput]
-    with pytest.raises(pipeline.PipelineError, match="LimitOutput after the gradebook writers"):
-        pipeline.build_chains(config, GuardedExecute)
+    with pytest.raises(chains.ChainError, match="LimitOutput after the gradebook writers"):
+        chains.build_chains(config, GuardedExecute)
 
 
 def test_an_ignore_pattern_in_the_course_config_filters_stderr_as_nbgrader_does(built_course, tmp_path):

@@ -4,7 +4,7 @@
 through ``LocalProvisioner``) for where a kernel runs. It decides once, in :meth:`pre_launch`, how
 the kernel starts:
 
-- **fork**: forked by the worker thread's fork server in ``sandbox`` (:mod:`grader.kernel_forks`),
+- **fork**: forked by the worker thread's fork server in ``sandbox`` (:mod:`grader.worker.fork_client`),
   when ``fork`` is asked for and a server can be had; it is not our child, so it is watched and
   signalled through a pidfd, immune to pid reuse;
 - **spawn**: a fresh process, its command run through ``sandbox.wrap`` (bubblewrap), when no
@@ -15,11 +15,11 @@ the kernel starts:
 In a sandbox the kernel talks over ``ipc`` transport (ZeroMQ on unix sockets in the scratch folder:
 the sandbox has no network), its connection file is written there and handed to the sandbox's uid,
 and what it prints to its own stdout/stderr is dropped. An interrupt is a SIGINT sent to the
-processes inside the sandbox (:func:`grader.sandbox.interrupt`): one sent to bubblewrap would not
+processes inside the sandbox (:func:`grader.worker.sandbox.interrupt`): one sent to bubblewrap would not
 reach them. Clean-up ends whatever the kernel left running (the server's other children, or the
 sandbox uid's processes), so that a kernel's end leaves no process behind.
 
-Handed to the kernel manager by :class:`grader.execute.GuardedExecute` (``km.provisioner`` is set
+Handed to the kernel manager by :class:`grader.worker.execute.GuardedExecute` (``km.provisioner`` is set
 before ``start_kernel``; jupyter_client then uses it as it is), not found by entry point: it needs
 the live ``Sandbox`` and fork setting of one learner's run, which a kernel spec cannot carry.
 """
@@ -36,7 +36,7 @@ from pathlib import Path
 
 from jupyter_client.provisioning import LocalProvisioner
 
-from . import kernel_forks
+from . import fork_client
 from .sandbox import Sandbox, interrupt
 
 
@@ -46,7 +46,7 @@ class GradingProvisioner(LocalProvisioner):
 
     sandbox: Sandbox | None = None
     fork: bool = False
-    server: kernel_forks.ForkServer | None = None   # the server that forked the kernel, if one did
+    server: fork_client.ForkServer | None = None   # the server that forked the kernel, if one did
     pidfd: int | None = None                        # a forked kernel's: it is not our child
 
     @classmethod
@@ -68,7 +68,7 @@ class GradingProvisioner(LocalProvisioner):
         sandbox, km = self.sandbox, self.parent
         if sandbox is None:
             return await super().pre_launch(**kwargs)
-        self.server = kernel_forks.server_for(sandbox) if self.fork else None
+        self.server = fork_client.server_for(sandbox) if self.fork else None
         km.transport, km.ip = "ipc", str(sandbox.scratch / "kernel")
         km.connection_file = str(sandbox.scratch / "kernel.json")
         kwargs["cwd"] = str(sandbox.scratch)
@@ -85,7 +85,7 @@ class GradingProvisioner(LocalProvisioner):
                 pid = self.server.fork(cmd)
                 self.pidfd = os.pidfd_open(pid)
             except OSError:         # the server is gone (killed from outside): this kernel starts on its own
-                kernel_forks.stop()
+                fork_client.stop()
                 self.server, cmd = None, self.sandbox.wrap(cmd)
             else:
                 self.pid, self.pgid, self.cwd = pid, None, kwargs.get("cwd")
@@ -134,7 +134,7 @@ class GradingProvisioner(LocalProvisioner):
             try:
                 self.server.clear()
             except OSError:
-                kernel_forks.stop()
+                fork_client.stop()
         elif self.sandbox is not None:
             self.sandbox.end()
 

@@ -10,9 +10,9 @@ a cell that does not stop when interrupted at its time limit. In both cases the 
 output (so it scores 0), the kernel is given up, and every later code cell gets an error output
 saying why it did not run (so it scores 0 too, instead of passing with no output).
 
-Its kernel starts, is interrupted and ends through :class:`grader.provisioner.GradingProvisioner`
+Its kernel starts, is interrupted and ends through :class:`grader.worker.provisioner.GradingProvisioner`
 (in the worker's sandbox, forked or spawned; unconfined without one). The submission to grade is
-one :class:`grader.job.GradingJob`.
+one :class:`grader.worker.job.GradingJob`.
 """
 from __future__ import annotations
 
@@ -30,13 +30,12 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 
-from . import kernel_forks, pipeline
+from . import chains, fork_client
 
 from .integrity_watch import IntegrityWatch, check_module
 from .job import GradingJob
-from .kernel_cache import seed
 from .provisioner import GradingProvisioner
-from .sandbox import Sandbox, claim_uid
+from .sandbox import CACHE, Sandbox, claim_uid
 from .timings import FORKED_CPU, KERNEL_CPU, WORKER_CPU, Timings, cell_kind, cell_step, cpu_seconds
 
 
@@ -71,10 +70,10 @@ class GuardedExecute(Execute):
         self._given = {name: value for name, value in kwargs.items() if name != "config"}
         super().__init__(**kwargs)
         self.sandbox = sandbox      # where the kernel runs confined; None: with our own rights
-        self.fork = fork            # the provisioner may fork it from the sandbox's fork server (kernel_forks)
+        self.fork = fork            # the provisioner may fork it from the sandbox's fork server (``fork_client``)
         self.assignment = assignment  # when given, its grading code is verified after every cell
         self.integrity: IntegrityWatch | None = None
-        self.timings = Timings()    # where this notebook's time went (``grader.timings``)
+        self.timings = Timings()    # where this notebook's time went (``grader.worker.timings``)
 
     def reset_execution_trackers(self):
         """Also put back the settings this executor was made with (a --timeout): nbconvert's
@@ -84,7 +83,7 @@ class GuardedExecute(Execute):
             setattr(self, name, value)
 
     def create_kernel_manager(self):
-        """The manager of the kernel, with the provisioner that starts it (``grader.provisioner``)."""
+        """The manager of the kernel, with the provisioner that starts it (``grader.worker.provisioner``)."""
         km = super().create_kernel_manager()
         km.provisioner = GradingProvisioner.for_kernel(km, self.sandbox, self.fork)
         return km
@@ -182,7 +181,7 @@ class Executed:
     notebook_json: str = ""
     problem: str = ""                      # empty when the notebook was executed
     notes: list[str] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)    # seconds per step (``grader.timings``)
+    timings: dict[str, float] = field(default_factory=dict)    # seconds per step (``grader.worker.timings``)
 
 
 def start_worker() -> None:
@@ -192,12 +191,12 @@ def start_worker() -> None:
 
 
 def execute_submission(job: GradingJob) -> Executed:
-    """Sanitize and execute one submission with nbgrader's configured chains (``pipeline``; the
+    """Sanitize and execute one submission with nbgrader's configured chains (``chains``; the
     course's ``config_file``, ``timeout`` over its ``Execute.timeout``); read-only on the gradebook.
     Runs in a worker process. ``job.sandboxed``: the kernel runs in this worker thread's sandbox,
-    which cannot see the ``hidden`` paths, and starts with a copy of ``kernel_cache``
-    (``kernel_cache.warm_cache``); whether it is forked from the worker's fork server or started on
-    its own is the provisioner's choice (``grader.provisioner``)."""
+    which cannot see the ``masked`` paths, and starts with a copy of ``compile_cache``
+    (``compile_cache.warm_cache``); whether it is forked from the worker's fork server or started on
+    its own is the provisioner's choice (``grader.worker.provisioner``)."""
     timings, cpu = Timings(), time.process_time()
     with timings.measure("worker total"):
         executed = _confined(job, timings)
@@ -211,8 +210,8 @@ def _confined(job: GradingJob, timings: Timings) -> Executed:
         return _execute(job, None)
     with contextlib.ExitStack() as stack:       # (its reset on exit counts in "worker total" only)
         with timings.measure("sandbox reset"):
-            sandbox = stack.enter_context(kernel_forks.sandbox_for_a_learner(list(job.hidden), claim_uid()))
-        _fill(sandbox, job.submitted, job.kernel_cache, timings)
+            sandbox = stack.enter_context(fork_client.sandbox_for_a_learner(list(job.masked), claim_uid()))
+        _fill(sandbox, job.submitted, job.compile_cache, timings)
         return _execute(job, sandbox)
 
 
@@ -230,27 +229,39 @@ def _grading_environment():
             os.environ["NBGRADER_EXECUTION"] = previous
 
 
-def start_fork_server(hidden: tuple[Path, ...] = ()) -> float:
+def start_fork_server(masked: tuple[Path, ...] = ()) -> float:
     """A pool task for the time the parent runs its preflight: start this worker's fork server (the
     one ``execute_submission`` will fork its kernels from, in the same sandbox and environment), so
     that its first learner does not wait for it. Returns the seconds it took (0.0: one was running)."""
     started = time.perf_counter()
-    if not kernel_forks.enabled() or kernel_forks.running() is not None:
+    if not fork_client.enabled() or fork_client.running() is not None:
         return 0.0
-    with _grading_environment(), kernel_forks.sandbox_for_a_learner(list(hidden), claim_uid()) as sandbox:
+    with _grading_environment(), fork_client.sandbox_for_a_learner(list(masked), claim_uid()) as sandbox:
         sandbox.prepare()
-        kernel_forks.server_for(sandbox)
+        fork_client.server_for(sandbox)
     return time.perf_counter() - started
 
 
-def _fill(sandbox: Sandbox, submitted: Path, kernel_cache: Path | None, timings: Timings) -> None:
-    """Make the scratch folder, with the kept compiled kernels and the learner's own copy (read-only)."""
+def _fill(sandbox: Sandbox, submitted: Path, compile_cache: Path | None, timings: Timings) -> None:
+    """Make the scratch folder, with the kept compiled code and the learner's own copy (read-only)."""
     sandbox.prepare()
-    with timings.measure("kernel cache copy"):
-        seed(kernel_cache, sandbox)
+    with timings.measure("compile cache copy"):
+        prefill(compile_cache, sandbox)
     own_copy = sandbox.scratch / submitted.name
     shutil.copyfile(submitted, own_copy)
     own_copy.chmod(0o444)
+
+
+def prefill(cache: Path | None, sandbox: Sandbox) -> None:
+    """Give ``sandbox`` a copy of ``cache`` as its own compiled-code cache (``compile_cache``), owned by its uid."""
+    if cache is None or not cache.is_dir():
+        return
+    target = sandbox.scratch / CACHE
+    shutil.copytree(cache, target, symlinks=True, dirs_exist_ok=True)
+    if sandbox.uid is not None:
+        for folder, names, files in os.walk(target):
+            for name in (folder, *(os.path.join(folder, n) for n in names + files)):
+                os.lchown(name, sandbox.uid, sandbox.uid)
 
 
 def _execute(job: GradingJob, sandbox: Sandbox | None) -> Executed:
@@ -264,16 +275,16 @@ def _execute(job: GradingJob, sandbox: Sandbox | None) -> Executed:
     sanitizing = Timings()
     try:
         with sanitizing.measure("sanitize"):
-            chains = pipeline.build_chains(pipeline.course_config(job.config_file), GuardedExecute,
+            steps = chains.build_chains(chains.course_config(job.config_file), GuardedExecute,
                                            sandbox=sandbox, assignment=assignment, fork=sandbox is not None,
                                            **({"timeout": job.timeout} if job.timeout is not None else {}))
-            notebook, resources = pipeline.run(chains.sanitize, notebook, resources)
+            notebook, resources = chains.run(steps.sanitize, notebook, resources)
         with _grading_environment():
-            notebook, resources = pipeline.run(chains.autograde, notebook, resources)
+            notebook, resources = chains.run(steps.autograde, notebook, resources)
     except Exception as error:
         return Executed(learner, assignment, problem=f"could not grade {submitted}: {type(error).__name__}: {error}")
     notes, timings = [], sanitizing
-    for executor in (step for step in chains.autograde if isinstance(step, GuardedExecute)):
+    for executor in (step for step in steps.autograde if isinstance(step, GuardedExecute)):
         integrity = executor.integrity
         notes += [n for n in (executor.lost, integrity and (integrity.modified or integrity.problem)) if n]
         for step, seconds in executor.timings.items():

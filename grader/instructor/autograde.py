@@ -31,19 +31,18 @@ from nbgrader.api import Gradebook
 from nbgrader.utils import parse_utc
 from tqdm import tqdm
 
-from .course import DEFAULT_COURSE, Course, put_python_scripts_on_path
-from .execute import Executed, execute_submission, start_fork_server, start_worker
+from ..course import DEFAULT_COURSE, Course, put_python_scripts_on_path
+from ..worker.execute import Executed, execute_submission, start_fork_server, start_worker
 from .export import CSV_NAME, lateness, write_csv
 from .feedback import feedback_exporter, stale_feedback, write_feedback
-from .files import copy_atomically, write_atomically
-from .job import GradingJob, nbgrader_resources
-from .kernel_cache import warm_cache
-from .nbgrader_sandbox import hidden_paths
-from .pipeline import cell_timeout, course_config, gradebook_writers, run
+from ..files import copy_atomically, write_atomically
+from ..worker.job import GradingJob, nbgrader_resources
+from ..worker.compile_cache import masked_paths, warm_cache
+from ..worker.chains import cell_timeout, course_config, gradebook_writers, run
 from .preflight import check_solution
-from .sandbox import NoSandboxError, unavailable
+from ..worker.sandbox import NoSandboxError, unavailable
 from .submissions import Submission, find_submissions
-from .timings import Timings
+from ..worker.timings import Timings
 
 
 @dataclass
@@ -53,7 +52,7 @@ class Outcome:
     score: float | None = None
     max_score: float | None = None
     notes: list[str] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)   # the worker's seconds per step (grader.timings)
+    timings: dict[str, float] = field(default_factory=dict)   # the worker's seconds per step (grader.worker.timings)
 
 
 @dataclass
@@ -63,7 +62,7 @@ class Summary:
     csv: Path | None
     feedback: list[Path]
     seconds: float
-    timings: dict[str, float] = field(default_factory=dict)   # the parent's seconds per step (grader.timings)
+    timings: dict[str, float] = field(default_factory=dict)   # the parent's seconds per step (grader.worker.timings)
 
     @property
     def errors(self) -> list[Outcome]:
@@ -187,7 +186,7 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
     """Grade every submission in ``folder`` that is not graded yet (all of them with ``force``),
     each in a sandbox of its own unless ``isolation="unsafe"``.
     ``timeout``: seconds a cell may run (default: the course config's ``Execute.timeout``).
-    The notebooks run in ``pool`` (a ``dask_grading.DaskPool``, say), by default in local processes.
+    The notebooks run in ``pool`` (a ``dask_pool.DaskPool``, say), by default in local processes.
     ``preflight``: first run each assignment's solution as a learner's notebook will be run, and
     raise ``preflight.SetupError`` before grading anyone when it does not score full marks."""
     started, timings = time.perf_counter(), Timings()
@@ -206,19 +205,19 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
         hashes, problems = _register(course, todo)
     outcomes += [Outcome(s, "error", notes=[why]) for s, why in problems.items()]
     todo = [s for s in todo if s in hashes]
-    hidden = (*hidden_paths(course), folder.resolve())       # what no kernel may see
+    masked = (*masked_paths(course), folder.resolve())       # what no kernel may see
     limit = timeout if timeout is not None else cell_timeout(course_config(_config_file(course)))
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     local = pool is None
     with pool or ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                      initializer=start_worker) as pool:
         # the local workers start their fork servers; the preflight then runs in one of them, forked as a learner's
-        servers = ([pool.submit(start_fork_server, hidden) for _ in range(workers)]
+        servers = ([pool.submit(start_fork_server, masked) for _ in range(workers)]
                    if local and confined and todo else [])
         with timings.measure("preflight"):
             if preflight:           # a set-up that would grade everyone 0 stops here, before anyone is graded
                 try:
-                    caches = {a: check_solution(course, a, sandboxed=confined, hidden=list(hidden), timeout=limit,
+                    caches = {a: check_solution(course, a, sandboxed=confined, masked=list(masked), timeout=limit,
                                                 progress=progress, pool=pool if local else None)
                               for a in sorted({s.assignment for s in todo})}
                 except BaseException:
@@ -229,8 +228,8 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
                 caches = {a: warm_cache(course, a) for a in sorted({s.assignment for s in todo})} if confined else {}
         grading = time.perf_counter()
         bar = tqdm(total=len(todo), desc="autograde", unit="notebook", disable=not progress or not todo)
-        jobs = {GradingJob.of(course, s.learner, s.assignment, timeout=timeout, sandboxed=confined, hidden=hidden,
-                              kernel_cache=caches.get(s.assignment)): s for s in todo}
+        jobs = {GradingJob.of(course, s.learner, s.assignment, timeout=timeout, sandboxed=confined, masked=masked,
+                              compile_cache=caches.get(s.assignment)): s for s in todo}
         futures = {pool.submit(execute_submission, job): s for job, s in jobs.items()}
         try:
             for future in as_completed(futures):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook
 
-from .course import Course
-from .files import write_atomically
+from ..course import Course
+from ..files import write_atomically
 
 CSV_NAME = "autograde-scores.csv"     # in the course directory, beside nbgrader export's grades.csv
 LATE_COLUMNS = ["timestamp", "seconds_late", "late", "late_penalty"]

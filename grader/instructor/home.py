@@ -1,34 +1,31 @@
 """The course home, ``notebooks/course_home.ipynb``: the page JupyterLab opens on (`make course`).
 
 It lists the modules in order with their goals and time (written by `python -m grader build` from
-the notebooks themselves, see :mod:`grader.syllabus`), and one cell that shows the learner's
-progress per notebook, read from the outcomes their own checks recorded (:mod:`grader.progress`):
-run it again and it is up to date. It is not an assignment: nothing in it is graded.
+the notebooks themselves, see :mod:`grader.kernel.syllabus`), and one cell that shows the learner's
+progress per notebook, read from the outcomes their own checks recorded (:mod:`grader.kernel.progress`):
+run it again and it is up to date (that cell runs in the learner's kernel: :mod:`grader.kernel.progress_page`).
+It is not an assignment: nothing in it is graded.
 It also says, once, where the course comes from (the blog post notebooks 06 and 09 mention).
 
 Two layouts, one page: the release's (``notebooks/NN_name.ipynb`` beside the home, as ``make course``
 serves it) and nbgrader's fetched one (``~/NN_name/NN_name.ipynb``: on a JupyterHub, each notebook
 fetched from the exchange lands in a folder of its name; ``python -m grader home DIR`` writes a home
-whose links point there). Either way the progress shown is the learner's own (:mod:`grader.progress`).
+whose links point there). Either way the progress shown is the learner's own (:mod:`grader.kernel.progress`).
 """
 from __future__ import annotations
 
-import html
-from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
-from . import progress
-from .course import NOTEBOOKS
-from .syllabus import Module, modules_in
+from ..course import NOTEBOOKS
+from ..kernel.progress_page import notebook_link
+from ..kernel.syllabus import Module, modules_in
 
 HOME_NAME = "course_home.ipynb"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
-SYMBOL = {progress.PASSED: "✓", progress.ATTEMPTED: "✗", progress.NOT_STARTED: "·"}
-COLOUR = {progress.PASSED: "#2e8b57", progress.ATTEMPTED: "#e0a030", progress.NOT_STARTED: "#d0d0d0"}
 
-PROGRESS_CODE = "from grader.home import show_progress\n\nshow_progress({})"
+PROGRESS_CODE = "from grader.kernel.progress_page import show_progress\n\nshow_progress({})"
 
 # Where the course comes from (notebooks 06 and 09 refer to "the blog post this course grew from").
 SOURCE_NOTE = (
@@ -43,11 +40,6 @@ SOURCE_NOTE = (
     "torch 2.13, numpy or einops do not do, the notebook on that topic says what they do instead, "
     "in a *common mistake* with a cell that shows it (notebooks 01, 02, 03, 06 and 09; 06 and 09 "
     "name the post).")
-
-
-def notebook_link(name: str, fetched: bool = False) -> str:
-    """Where a module's notebook lies, relative to the home: beside it, or in nbgrader's fetched folder."""
-    return f"{name}/{name}.ipynb" if fetched else f"{name}.ipynb"
 
 
 def _module_markdown(module: Module, fetched: bool) -> str:
@@ -118,74 +110,3 @@ def place_learner_home(folder: Path, notebooks: Path = NOTEBOOKS) -> Path:
     """The course home in a learner's own folder (their home on a JupyterHub), linking to the
     notebooks nbgrader fetches there; its modules are read from the installed release."""
     return write_home(modules_in(notebooks), folder, fetched=True)
-
-
-@dataclass(frozen=True)
-class ProgressRow:
-    module: Module
-    states: dict[str, str]       # exercise name -> passed / attempted / not started
-
-    def count(self, state: str) -> int:
-        return sum(1 for s in self.states.values() if s == state)
-
-
-def progress_rows(modules: list[Module], records: dict[str, dict]) -> list[ProgressRow]:
-    """One row per module: the last recorded state of each of its graded exercises."""
-    rows = []
-    for module in modules:
-        states = {}
-        for exercise in module.exercises:
-            status = records.get(module.exercise_id(exercise), {}).get("status")
-            states[exercise] = status if status in progress.STATES else progress.NOT_STARTED
-        rows.append(ProgressRow(module, states))
-    return rows
-
-
-def progress_table_html(rows: list[ProgressRow], fetched: bool = False) -> str:
-    head = "".join(f'<th style="text-align:left">{h}</th>' for h in ("module", "time", "✓ passed", "✗ attempted", "· not started", "exercises"))
-    body = []
-    for row in rows:
-        exercises = " ".join(f'<span title="{html.escape(state)}">{SYMBOL[state]}&nbsp;{html.escape(name)}</span>'
-                             for name, state in row.states.items())
-        cells = [f'<a href="{notebook_link(row.module.name, fetched)}">{html.escape(row.module.title)}</a>',
-                 html.escape(row.module.time or "—"),
-                 *(f"{row.count(s)} / {len(row.states)}" for s in progress.STATES), exercises]
-        body.append("<tr>" + "".join(f'<td style="text-align:left">{c}</td>' for c in cells) + "</tr>")
-    return f'<table class="tensorcraft-progress"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-
-
-def progress_figure(rows: list[ProgressRow]):
-    """A horizontal stacked bar per module: passed, attempted, not started."""
-    import matplotlib.pyplot as plt
-
-    labels = [row.module.title for row in rows]
-    fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(rows) + 1.2))
-    left = [0] * len(rows)
-    for state in progress.STATES:
-        counts = [row.count(state) for row in rows]
-        ax.barh(labels, counts, left=left, color=COLOUR[state], label=f"{SYMBOL[state]} {state}")
-        left = [a + b for a, b in zip(left, counts)]
-    ax.invert_yaxis()
-    ax.set_xlabel("exercises")
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
-    fig.tight_layout()
-    return fig
-
-
-def show_progress(notebooks: Path = NOTEBOOKS, progress_path: Path | None = None, fetched: bool = False) -> None:
-    """Display the progress table and chart in the notebook (returns nothing, so nothing is echoed).
-    The modules are the installed release's; ``fetched``: link to nbgrader's fetched folders."""
-    import matplotlib.pyplot as plt
-    from IPython.display import HTML, display
-
-    rows = progress_rows(modules_in(notebooks), progress.load(progress_path))
-    done = sum(row.count(progress.PASSED) for row in rows)
-    total = sum(len(row.states) for row in rows)
-    where = progress_path or progress.progress_file()
-    display(HTML(f"<p><b>{done} of {total} exercises pass</b> (from the checks recorded in <code>{html.escape(str(where))}</code>).</p>"
-                 + progress_table_html(rows, fetched)))
-    if rows:
-        fig = progress_figure(rows)
-        display(fig)
-        plt.close(fig)

@@ -5,7 +5,7 @@ run the course (the system's /usr and /etc, the Python installation, the package
 ``tensorcraft``), all read-only, and nothing else of the checkout they come from (no
 ``solutions/``, ``tests/``, ``.git``, ``build/``); one scratch folder of its own, writable; no
 network, no other process (a PID namespace of its own); and no course directory, gradebook,
-submissions folder, exchange or other learner (``hidden``: covered even where a readable folder
+submissions folder, exchange or other learner (``masked``: covered even where a readable folder
 holds them).
 Where the grader runs as root the kernel also runs under a uid of its own (one per worker,
 through ``setpriv``), so that it holds no capability and its process cap is its own. Memory
@@ -41,7 +41,7 @@ INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubble
                 "Fedora: `dnf install bubblewrap`), or pass --unsafe to run learners' code with your own rights")
 
 
-CACHE = ".cache"        # under the scratch folder: compiled kernels (inductor, triton, tensorcraft's C)
+CACHE = ".cache"        # under the scratch folder: compiled code (inductor, triton, tensorcraft's C)
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class Limits:
 class Sandbox:
     """How to start one kernel confined: ``wrap(argv)`` returns the command line to run instead."""
     scratch: Path                                   # the only writable folder (and the kernel's cwd)
-    hidden: list[Path] = field(default_factory=list)  # never visible, even when under a readable folder
+    masked: list[Path] = field(default_factory=list)  # never visible, even when under a readable folder
     readable: list[Path] = field(default_factory=list)  # more read-only paths (the learner's own copy)
     uid: int | None = None                          # run as this uid (needs root); None: as we are
     limits: Limits = field(default_factory=Limits)
@@ -108,7 +108,7 @@ class Sandbox:
                     "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/tmp"]
         made: set[Path] = {Path("/"), Path("/tmp")}
         readable = _system_paths() + _python_paths() + [p for p in self.readable if p.exists()]
-        hidden = [p for p in self.hidden + _checkouts() if p.exists()]
+        masked = [p for p in self.masked + _checkouts() if p.exists()]
         bound = _outermost(readable)
         for path in bound:
             command += _parents(path, made)
@@ -118,7 +118,7 @@ class Sandbox:
                 command += ["--ro-bind", str(path), str(path)]
         for path in _nvidia_devices():
             command += ["--dev-bind", str(path), str(path)]
-        covered = _outermost([h for h in hidden if any(_inside(h, b) and h != b for b in bound)])
+        covered = _outermost([m for m in masked if any(_inside(m, b) and m != b for b in bound)])
         for path in covered:                # a readable folder holds it: cover it with an empty one
             made.update(path.parents)
             made.add(path)

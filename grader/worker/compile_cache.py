@@ -1,15 +1,15 @@
-"""Compiled kernels a sandboxed notebook finds ready, so that its first ``torch.compile`` is not cold.
+"""Compiled code a sandboxed notebook finds ready, so that its first ``torch.compile`` is not cold.
 
 A sandbox starts with an empty scratch folder, so every learner's kernel would compile
-torch.compile's (inductor's) and tensorcraft's C kernels from nothing: 20 s or more for a small
+torch.compile's (inductor's) and tensorcraft's C code from nothing: 20 s or more for a small
 model on two busy cores, past a cell's time limit, for no fault of the learner's. Before a batch,
 :func:`warm_cache` runs the assignment's solution notebook (the course's own, trusted code) once, in
 a sandbox, and keeps what it compiled (the scratch's ``.cache``) in the course directory. Each
-learner's sandbox then starts with a copy of it (:func:`seed`): the copy is the learner's own, so
+learner's sandbox then starts with a copy of it (:func:`grader.worker.execute.prefill`): the copy is the learner's own, so
 what one notebook writes to its cache reaches no other learner and not the kept one.
 
 The kept caches live in tensorcraft's cache folder (``$TENSORCRAFT_CACHE_DIR``, else
-``~/.cache/tensorcraft``, as for the C backend), under ``grading-kernels/``, named by a hash of the
+``~/.cache/tensorcraft``, as for the C backend), under ``grading-compiled/``, named by a hash of the
 solution notebook and torch's version: one run serves every course directory built from the same
 notebook (a rebuild, a copy), and a changed notebook or another torch gets a fresh one; the cache of
 another version of the same notebook is deleted once it has gone unused for a month. Only the
@@ -28,10 +28,12 @@ from pathlib import Path
 
 import nbformat
 
-from .course import Course
+from ..course import Course
+from .chains import course_config, exchange_root
+from .execute import GuardedExecute, prefill
 from .sandbox import CACHE, Sandbox, claim_uid
 
-FOLDER = "grading-kernels"   # under tensorcraft's cache folder
+FOLDER = "grading-compiled"  # under tensorcraft's cache folder
 WARM_UP_TIMEOUT = 600       # seconds a cell of the solution may take while it compiles from nothing
 STALE_AFTER = 30 * 24 * 3600  # seconds unused after which the cache of another version of a notebook goes
 
@@ -73,29 +75,15 @@ def _delete_stale(kept: Path, assignment: str) -> None:
 
 def compiles(notebook: Path) -> bool:
     """Whether the notebook calls a compiler (``torch.compile``, ``tc.compile``): only such a notebook
-    has kernels worth a run of its solution; the others would keep nothing but font caches."""
+    has compiled code worth a run of its solution; the others would keep nothing but font caches."""
     return any(cell.cell_type == "code" and "compile(" in cell.source
                for cell in nbformat.read(notebook, as_version=4).cells)
 
 
-def seed(cache: Path | None, sandbox: Sandbox) -> None:
-    """Give ``sandbox`` a copy of ``cache`` as its own compiled-kernel cache, owned by its uid."""
-    if cache is None or not cache.is_dir():
-        return
-    target = sandbox.scratch / CACHE
-    shutil.copytree(cache, target, symlinks=True, dirs_exist_ok=True)
-    if sandbox.uid is not None:
-        for folder, names, files in os.walk(target):
-            for name in (folder, *(os.path.join(folder, n) for n in names + files)):
-                os.lchown(name, sandbox.uid, sandbox.uid)
-
-
 def _make(course: Course, assignment: str, kept: Path) -> None:
-    from .nbgrader_sandbox import hidden_paths
-
     work = Path(tempfile.mkdtemp(prefix="tensorcraft-warm-"))
     work.chmod(0o711)
-    sandbox = Sandbox(work / "scratch", hidden=hidden_paths(course), uid=claim_uid())
+    sandbox = Sandbox(work / "scratch", masked=masked_paths(course), uid=claim_uid())
     try:
         run_solution(course, assignment, sandbox, WARM_UP_TIMEOUT)
         keep(sandbox, kept, assignment)
@@ -109,14 +97,12 @@ def run_solution(course: Course, assignment: str, sandbox: Sandbox | None, timeo
     """Execute the assignment's solution as grading runs a learner's notebook (``NBGRADER_EXECUTION``
     set, the grading code verified after each cell) in ``sandbox`` (None: unconfined, in ``folder``),
     which starts with a copy of ``cache``; returns the executed notebook and the executor."""
-    from .execute import GuardedExecute
-
     previous = os.environ.get("NBGRADER_EXECUTION")
     try:
         if sandbox is not None:
             sandbox.end()
             sandbox.prepare()
-            seed(cache, sandbox)
+            prefill(cache, sandbox)
         notebook = nbformat.read(course.source(assignment), as_version=4)
         os.environ["NBGRADER_EXECUTION"] = "autograde"      # what grading runs, not the slower demos
         executor = GuardedExecute(sandbox=sandbox, timeout=timeout, assignment=assignment)
@@ -143,3 +129,10 @@ def keep(sandbox: Sandbox, kept: Path, assignment: str) -> None:
         os.replace(staging, kept)        # whole or not at all; a run killed here leaves no half cache
     except OSError:                      # another run kept one first
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def masked_paths(course: Course) -> list[Path]:
+    """What no grading kernel may see even where a readable folder holds it: the course directory, the
+    kept compiled-code caches, and nbgrader's exchange (by default under /usr/local, which the sandbox reads)."""
+    config = course.root / "nbgrader_config.py"
+    return [course.root.resolve(), cache_root(), exchange_root(course_config(config if config.exists() else None))]

@@ -5,8 +5,8 @@ place of nbgrader's ``Execute``.
 ``python -m grader autograde`` makes its sandboxes itself (one per worker, with a fork server) and
 puts its own executor in that place; nbgrader's command runs in one process and calls this
 preprocessor once per submission, so here each notebook gets a sandbox of its own (kernel started
-anew by ``grader.provisioner``, as ``TENSORCRAFT_FORK_KERNELS=off`` does), hiding the course directory, the kept kernel caches
-and the exchange. Where no sandbox can be made it refuses, as ``autograde`` does, unless the
+anew by ``grader.worker.provisioner``, as ``TENSORCRAFT_FORK_KERNELS=off`` does), masking the course directory, the kept compiled-code
+caches and the exchange. Where no sandbox can be made it refuses, as ``autograde`` does, unless the
 course config says ``c.SandboxedExecute.unsafe = True``.
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 
 from traitlets import Bool
 
-from .course import Course
-from .execute import GuardedExecute
-from .kernel_cache import cache_root, seed, warm_cache
+from ..course import Course
+from .compile_cache import masked_paths, warm_cache
+from .execute import GuardedExecute, prefill
 from .sandbox import NoSandboxError, Sandbox, claim_uid, unavailable
 
 
@@ -45,23 +45,15 @@ class SandboxedExecute(GuardedExecute):
         self.assignment = self.assignment or assignment
         folder = Path(tempfile.mkdtemp(prefix="tensorcraft-sandbox-"))
         folder.chmod(0o711)
-        self.sandbox = Sandbox(folder / "scratch", hidden=hidden_paths(course), uid=claim_uid())
+        self.sandbox = Sandbox(folder / "scratch", masked=masked_paths(course), uid=claim_uid())
         try:
             self.sandbox.end()
             self.sandbox.prepare()
             if assignment and course.source(assignment).exists():
-                seed(warm_cache(course, assignment), self.sandbox)
+                prefill(warm_cache(course, assignment), self.sandbox)
             resources.setdefault("metadata", {})["path"] = str(self.sandbox.scratch)
             return super().preprocess(nb, resources, km)
         finally:
             self.sandbox.end()
             self.sandbox = None
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def hidden_paths(course: Course) -> list[Path]:
-    """What no kernel may see even where a readable folder holds it: the course directory, the kept
-    kernel caches, and nbgrader's exchange (by default under /usr/local, which the sandbox reads)."""
-    from .pipeline import course_config, exchange_root
-    config = course.root / "nbgrader_config.py"
-    return [course.root.resolve(), cache_root(), exchange_root(course_config(config if config.exists() else None))]

@@ -1,7 +1,7 @@
 """One learner's notebook to grade, as one value: what ``autograde`` hands a worker.
 
 ``autograde`` builds a :class:`GradingJob` per submission (:meth:`GradingJob.of`) and submits
-``execute_submission(job)`` to its pool; the local process pool and ``dask_grading.DaskPool`` run
+``execute_submission(job)`` to its pool; the local process pool and ``grader.instructor.dask_pool.DaskPool`` run
 it the same way. The job is frozen and picklable; the Dask path moves it to a worker's copy of the
 course with :meth:`GradingJob.moved`, which knows which of its fields are course paths.
 :func:`nbgrader_resources` is the one place nbgrader's ``resources`` dict is made.
@@ -25,9 +25,9 @@ class GradingJob:
     assignment: str
     timeout: int | None = None              # seconds a cell may run (None: the course config's)
     config_file: Path | None = None         # the course's nbgrader_config.py (None: nbgrader's defaults)
-    sandboxed: bool = False                 # the kernel runs in a sandbox (``grader.sandbox``)
-    hidden: tuple[Path, ...] = ()           # what that sandbox never shows
-    kernel_cache: Path | None = None        # the compiled kernels the sandbox starts with
+    sandboxed: bool = False                 # the kernel runs in a sandbox (``grader.worker.sandbox``)
+    masked: tuple[Path, ...] = ()           # what that sandbox never shows
+    compile_cache: Path | None = None       # the compiled code the sandbox starts with (``compile_cache``)
 
     @classmethod
     def of(cls, course, learner: str, assignment: str, **settings) -> GradingJob:
@@ -45,8 +45,8 @@ class GradingJob:
 
     def moved(self, where: Callable[[Path], Path]) -> GradingJob:
         """The same job with each course path (the notebook, the autograded folder, the gradebook, the
-        config, the kernel cache) mapped by ``where``: to and from a Dask worker's copy of the course."""
-        paths = {name: where(value) for name in ("submitted", "autograded_dir", "config_file", "kernel_cache")
+        config, the compiled-code cache) mapped by ``where``: to and from a Dask worker's copy of the course."""
+        paths = {name: where(value) for name in ("submitted", "autograded_dir", "config_file", "compile_cache")
                  if (value := getattr(self, name)) is not None}
         return replace(self, db_url=f"{SQLITE}{where(self.gradebook)}", **paths)
 

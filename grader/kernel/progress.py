@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 
 from jupyter_core.paths import jupyter_data_dir
 
-from .files import write_atomically
+from ..files import write_atomically
 
 if TYPE_CHECKING:
-    from .checks.report import CheckReport
+    from ..checks.report import CheckReport
 
 PROGRESS_VARIABLE = "TENSORCRAFT_PROGRESS"
 PASSED, ATTEMPTED, NOT_STARTED = "passed", "attempted", "not started"
@@ -42,7 +42,7 @@ def progress_file() -> Path | None:
 def outcome(report: "CheckReport") -> str:
     """passed; not started (every failure is the untouched ``raise NotImplementedError()``, as the check
     established it: its reason, never its wording); attempted."""
-    from .checks.report import NOT_IMPLEMENTED
+    from ..checks.report import NOT_IMPLEMENTED
     if not report.failed:
         return PASSED
     if all(failure.reason == NOT_IMPLEMENTED for failure in report.failed):

@@ -19,8 +19,8 @@ import jupytext
 import nbformat
 
 from .home import write_home
-from .syllabus import read_module
-from .course import DEFAULT_COURSE, NOTEBOOKS, REPO, SOLUTIONS, Course, put_python_scripts_on_path
+from ..kernel.syllabus import read_module
+from ..course import DEFAULT_COURSE, NOTEBOOKS, REPO, SOLUTIONS, Course, put_python_scripts_on_path
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 

@@ -1,6 +1,6 @@
 """`python -m grader check`: prove the course grades what it should, before learners see it.
 
-For every notebook: the solution scores full marks through the real autograde pipeline; the
+For every notebook: the solution scores full marks through the real autograde chains; the
 untouched release scores zero, with every test cell failing cleanly on an AssertionError from a
 check (not on a crash of the grader); every mutant written as a patch of the library's source
 still applies (its old text occurs exactly once); every known-wrong answer (mutant) of every exercise is
@@ -26,11 +26,11 @@ from nbgrader.utils import is_grade
 
 from .autograde import Summary, autograde
 from .build import build, solution_files
-from .course import NOTEBOOKS, SOLUTIONS, Course
-from .checks.exercise import STUB_HINT
-from .checks.report import GroupOutcome
-from .mutants import Mutant, mutants_for
-from .preflight import shortfall
+from ..course import NOTEBOOKS, SOLUTIONS, Course
+from ..checks.exercise import STUB_HINT
+from ..checks.report import GroupOutcome
+from ..mutants import Mutant, mutants_for
+from ..worker.solution_run import shortfall
 
 SOLUTION, RELEASE = "solution", "release"
 MUTANT_SEED = 0   # hidden cases for mutants are drawn from a fixed seed, so a check run is repeatable

@@ -1,4 +1,4 @@
-"""The grader's side of ``grader.integrity``: fingerprint the grading code in the kernel before the
+"""The grader's side of ``grader.kernel.integrity``: fingerprint the grading code in the kernel before the
 first cell runs, verify it after every cell, and score 0 every graded cell from the cell that
 changed it on, saying so in the cell's output (and so in the feedback).
 
@@ -41,7 +41,7 @@ class IntegrityWatch:
         self.unverified: list[int] = []      # code cells run since the last verification, not verified
 
     def before_first_cell(self) -> None:
-        answer = self._ask(f"__import__('grader.integrity', fromlist=['install']).install({self.module!r})")
+        answer = self._ask(f"__import__('grader.kernel.integrity', fromlist=['install']).install({self.module!r})")
         try:
             _, self.digest = ast.literal_eval(answer or "")
             self.installed = True
@@ -55,7 +55,7 @@ class IntegrityWatch:
         learner may edit or add, the last cell); from the first change on, every graded cell scores 0."""
         if self.installed and self.modified is None and (last or _learner_code_may_run(cell)):
             nonce = secrets.token_hex(8)
-            answer = self._ask(f"__import__('grader.integrity', fromlist=['verify']).verify({nonce!r})")
+            answer = self._ask(f"__import__('grader.kernel.integrity', fromlist=['verify']).verify({nonce!r})")
             changed = _parse(answer, nonce, self.digest)
             if changed:
                 where = f"at cell {index + 1}"

@@ -9,7 +9,7 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-from ..course import REPO, Course
+from ...course import REPO, Course
 from . import similarity
 from .exercises import exercise_table
 from .learners import learner_table

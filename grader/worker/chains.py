@@ -1,4 +1,4 @@
-"""nbgrader's autograde pipeline, as the course's ``nbgrader_config.py`` configures it.
+"""nbgrader's autograde chains of preprocessors, as the course's ``nbgrader_config.py`` configures them.
 
 nbgrader's ``autograde`` runs two configurable chains of preprocessors on each submission:
 ``Autograde.sanitize_preprocessors`` (outputs cleared, locked and test cells restored from the
@@ -25,7 +25,7 @@ from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 from traitlets.utils.importstring import import_item
 
-from .course import CONFIG_TEMPLATE
+from ..course import CONFIG_TEMPLATE
 
 # Steps that write to the gradebook: the parent runs them, in their configured order.
 GRADEBOOK_WRITERS = (SaveAutoGrades, AssignLatePenalties)
@@ -34,7 +34,7 @@ GRADEBOOK_WRITERS = (SaveAutoGrades, AssignLatePenalties)
 CHECKS_ONLY = (CheckCellMetadata,)
 
 
-class PipelineError(ValueError):
+class ChainError(ValueError):
     """The configured chain cannot be split between the workers and the parent."""
 
 
@@ -76,14 +76,14 @@ def _split(config: Config) -> tuple[list, list, list[type]]:
     sanitize, autograde, writers = list(converter.sanitize_preprocessors), [], []
     for step in sanitize:
         if issubclass(_class(step), GRADEBOOK_WRITERS):
-            raise PipelineError(f"Autograde.sanitize_preprocessors holds {_class(step).__name__}, which writes "
+            raise ChainError(f"Autograde.sanitize_preprocessors holds {_class(step).__name__}, which writes "
                                 "the gradebook: only autograde_preprocessors may")
     for step in converter.autograde_preprocessors:
         cls = _class(step)
         if issubclass(cls, GRADEBOOK_WRITERS):
             writers.append(cls)
         elif writers and not issubclass(cls, CHECKS_ONLY):
-            raise PipelineError(f"Autograde.autograde_preprocessors puts {cls.__name__} after the gradebook "
+            raise ChainError(f"Autograde.autograde_preprocessors puts {cls.__name__} after the gradebook "
                                 f"writers {[w.__name__ for w in writers]}; here the writers run last, in the "
                                 "parent process: move it before them")
         else:

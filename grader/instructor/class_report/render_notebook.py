@@ -17,7 +17,7 @@ LOAD = """import json
 from pathlib import Path
 
 from IPython.display import HTML, display
-from grader.class_report import render_html
+from grader.instructor.class_report import render_html
 
 data = json.loads(Path({json!r}).read_text())
 print(f"{{data['learners']}} learners, notebooks {{', '.join(data['notebooks'])}}, generated {{data['generated']}}")"""

@@ -1,0 +1,78 @@
+"""Before any learner is graded, each assignment's solution runs once the way a learner's notebook
+will (the same sandbox, executor and grading-code check) and must score full marks.
+
+A broken set-up (a kernel that cannot import the grading code, a sandbox that masks the library, a
+missing compiler) would otherwise grade the whole class 0, with nothing but a status note per
+learner. Here the batch stops before anyone is graded, saying why in one line. For a notebook that
+calls a compiler, the same run keeps the compiled kernels every learner's sandbox starts with
+(:mod:`grader.worker.compile_cache`), so it costs nothing extra the first time.
+
+Where the learners' kernels will be forked from the workers' fork servers (a local pool, sandboxed),
+the solution runs the same way: as the first notebook of a worker, in its sandbox, its kernel forked
+from its server (:func:`grader.worker.solution_run.solution_in_a_worker`). That checks the very path learners take, and spares a
+fresh kernel importing torch, Dynamo and the checks once more (5-8 CPU s on two busy cores); the
+server then hands the ground truths it computed meanwhile to every learner after.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from concurrent.futures import Executor
+from pathlib import Path
+
+
+from ..worker import fork_client
+from ..course import Course
+from ..worker.compile_cache import WARM_UP_TIMEOUT, cache_path, compiles, keep, run_solution, warm_cache
+from ..worker.sandbox import Sandbox, claim_uid
+from ..worker.solution_run import problem_of, solution_in_a_worker
+
+
+PREFLIGHT_TIMEOUT = 120   # seconds a cell of the solution may at least take here: its kernel imports torch
+                          # itself (a learner's is forked with it imported), maybe on a busy machine; this
+                          # run checks the set-up, not speed (`grader check` holds solutions to the limit)
+
+
+class SetupError(RuntimeError):
+    """The course's own solution does not score full marks where learners' notebooks would run."""
+
+
+def check_solution(course: Course, assignment: str, *, sandboxed: bool, masked: list[Path],
+                   timeout: int, progress: bool = False, pool: Executor | None = None) -> Path | None:
+    """Run ``assignment``'s solution as grading will; raise :class:`SetupError` when it does not
+    score full marks. Returns the kept compiled code learners' sandboxes start with (None: none).
+    ``pool``: the local workers that will grade, each with its fork server; the solution then runs
+    in one of them as a learner's notebook will (:func:`grader.worker.solution_run.solution_in_a_worker`), else here."""
+    kept = cache_path(course, assignment) if sandboxed and compiles(course.source(assignment)) else None
+    making = kept is not None and not kept.exists()
+    if making and progress:
+        print(f"{assignment}: running its solution once, sandboxed, to compile the code every learner's "
+              "sandbox starts with (kept for later runs)", flush=True)
+    limit = WARM_UP_TIMEOUT if making else max(timeout, PREFLIGHT_TIMEOUT)
+    cache = None if making or kept is None else warm_cache(course, assignment)
+    if pool is not None and sandboxed and fork_client.enabled():
+        problem = pool.submit(solution_in_a_worker, course.root, assignment, tuple(masked), limit, cache,
+                              kept if making else None).result()
+    else:
+        problem = _solution_here(course, assignment, sandboxed, masked, limit, cache, kept if making else None)
+    if problem:
+        where = "in the grading sandbox" if sandboxed else "where learners' notebooks run"
+        raise SetupError(f"stopped before grading anyone: the solution of {assignment} does not score full "
+                         f"marks {where}: {problem}")
+    return warm_cache(course, assignment) if kept is not None else None
+
+
+def _solution_here(course: Course, assignment: str, sandboxed: bool, masked: list[Path], timeout: int,
+                   cache: Path | None, keep_as: Path | None) -> str | None:
+    """The solution run in this process's own sandbox (a fresh kernel), or unconfined."""
+    work = Path(tempfile.mkdtemp(prefix="tensorcraft-preflight-"))
+    work.chmod(0o711)
+    sandbox = Sandbox(work / "scratch", masked=list(masked), uid=claim_uid()) if sandboxed else None
+    try:
+        notebook, executor = run_solution(course, assignment, sandbox, timeout, cache=cache, folder=work)
+        problem = problem_of(notebook, executor)
+        if problem is None and keep_as is not None:
+            keep(sandbox, keep_as, assignment)
+        return problem
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,199 @@
+"""The worker's side of the fork server (:mod:`grader.fork_server.server`): a thread's server and sandbox.
+
+A grading worker keeps, per thread, one fork server running in one sandbox (:class:`ForkServer`,
+started as ``python -m grader.fork_server.server`` inside bubblewrap) and one scratch folder, and
+hands the sandbox to one learner after another (:func:`sandbox_for_a_learner`). A kernel's own
+processes are ended by the provisioner's clean-up (:meth:`grader.worker.provisioner.GradingProvisioner.cleanup`:
+the server's other children, or the sandbox uid's processes); between two learners this module only
+empties the scratch folder, and gives the server and the folder up where that fails.
+Where a server cannot be started (an old bubblewrap, no pidfd), kernels start one by one, and
+``TENSORCRAFT_FORK_KERNELS=off`` asks for that.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from multiprocessing.util import Finalize
+from pathlib import Path
+from typing import Iterator
+
+from ..files import empty
+from .sandbox import Sandbox, descendants, kill_until_gone, ns_pid
+
+SWITCH = "TENSORCRAFT_FORK_KERNELS"     # "off": one sandbox per kernel, no fork server
+SERVER = "grader.fork_server.server"    # the module run as the server
+START_TIMEOUT = 120.0       # seconds for the server's imports, on a loaded machine
+REPLY_TIMEOUT = 30.0
+
+
+class ForkServer:
+    """A server running in ``sandbox`` (started here; raises ``OSError`` if it does not come up)."""
+
+    def __init__(self, sandbox: Sandbox):
+        self.sandbox = sandbox
+        self.key = key(sandbox)
+        sandbox.end()                   # nothing left under its uid by a grader that was killed
+        self.process = subprocess.Popen(sandbox.wrap([sys.executable, "-m", SERVER], as_pid_1=True),
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                        cwd=sandbox.scratch)
+        try:
+            if not self._reply(START_TIMEOUT).get("ready"):
+                raise OSError("the fork server did not start")
+            self.pid = next(p for p in descendants(self.process.pid) if ns_pid(p) == 1)
+        except (OSError, StopIteration, ValueError) as error:
+            self.close()
+            raise OSError(f"the fork server did not start: {error}") from error
+
+    def fork(self, argv: list[str]) -> int:
+        """A new kernel running ``argv`` (an ipykernel command line), forked from the server: its pid
+        here (not our child: ``grader.worker.provisioner`` watches it through a pidfd)."""
+        self.process.stdin.write(json.dumps({"argv": argv}).encode() + b"\n")
+        self.process.stdin.flush()
+        reply = self._reply(REPLY_TIMEOUT)
+        if "pid" not in reply:
+            raise OSError(reply.get("error", "the fork server did not answer"))
+        inner = reply["pid"]
+        host = next((p for p in descendants(self.pid) if ns_pid(p) == inner), None)
+        if host is None:
+            raise OSError(f"the forked kernel {inner} ended before it started")
+        return host
+
+    def clear(self, within: float = 10.0) -> None:
+        """Kill every process in the sandbox but the server (a kernel and whatever it started)."""
+        if kill_until_gone(lambda: descendants(self.pid), within):
+            raise OSError(f"processes of the last kernel outlived {within} s of SIGKILL")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self) -> None:
+        _end(self.process, self.sandbox)
+
+    def _reply(self, timeout: float) -> dict:
+        line, deadline, fd = b"", time.monotonic() + timeout, self.process.stdout.fileno()
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise OSError(f"the fork server gave no answer within {timeout:.0f} s")
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise OSError("the fork server ended")
+            line += chunk
+        return json.loads(line)
+
+
+def _end(process: subprocess.Popen, sandbox: Sandbox | None = None) -> None:
+    """Kill a server's process (and so its namespace); with ``sandbox``, whatever still runs under its uid."""
+    with contextlib.suppress(OSError):
+        process.kill()
+    process.wait()
+    for stream in (process.stdin, process.stdout):
+        with contextlib.suppress(OSError):
+            stream.close()
+    if sandbox is not None:
+        sandbox.end()
+
+
+def key(sandbox: Sandbox) -> tuple:
+    """What a server's kernels inherit from it: what it sees and may write, its uid, limits and environment."""
+    return (sandbox.scratch, tuple(sandbox.masked), tuple(sandbox.readable), sandbox.uid, sandbox.limits,
+            tuple(sorted(sandbox.environment().items())))
+
+
+class _Station(threading.local):
+    """A worker thread's fork server and the folder its sandbox's scratch lives in (a Dask worker
+    may grade in several threads: each has its own, since a server runs one kernel at a time)."""
+    server: ForkServer | None = None
+    folder: Path | None = None
+
+
+_station = _Station()
+_refused: list[str] = []                  # why a server could not be started here (then never retried)
+
+
+def enabled() -> bool:
+    return os.environ.get(SWITCH, "on").lower() not in ("off", "0", "no", "false") and hasattr(os, "pidfd_open")
+
+
+def scratch() -> Path:
+    """This thread's scratch folder for forked kernels: made once, kept for every learner after."""
+    if _station.folder is None:
+        folder = Path(tempfile.mkdtemp(prefix="tensorcraft-sandbox-"))
+        folder.chmod(0o711)     # the sandbox's uid may pass through to its scratch folder, not list it
+        _station.folder = folder
+        # multiprocessing's workers end without running atexit handlers, but with these finalizers
+        Finalize(None, shutil.rmtree, (folder,), {"ignore_errors": True}, exitpriority=1)
+    return _station.folder / "scratch"
+
+
+def server_for(sandbox: Sandbox) -> ForkServer | None:
+    """The thread's running server for ``sandbox``'s settings, started if need be; None when
+    servers are off or cannot be had here (the caller starts its kernel on its own)."""
+    current = running()
+    if current is not None and current.key == key(sandbox):
+        return current
+    stop()
+    if not enabled() or _refused:
+        return None
+    try:
+        _station.server = ForkServer(sandbox)
+    except OSError as error:
+        _refused.append(str(error))
+        print(f"tensorcraft: kernels start one by one: {error}", file=sys.stderr)
+        return None
+    # at the process's end, or once the server is dropped (not holding it: a long-lived worker starts many)
+    # (its process only: by then the uid may run the kernels of a newer server)
+    Finalize(_station.server, _end, (_station.server.process,), exitpriority=2)
+    return _station.server
+
+
+@contextlib.contextmanager
+def sandbox_for_a_learner(masked: list[Path], uid: int | None) -> Iterator[Sandbox]:
+    """This thread's sandbox for forked kernels, for one learner: its scratch folder emptied of the
+    learner before on entry, and again on exit (what a kernel left running, the provisioner ends)."""
+    sandbox = Sandbox(scratch(), masked=masked, uid=uid)
+    try:
+        _reset(sandbox)
+    except OSError:                        # given up: a new folder (and server) instead
+        sandbox = Sandbox(scratch(), masked=masked, uid=uid)
+    try:
+        yield sandbox
+    finally:
+        with contextlib.suppress(OSError):  # given up, so the next learner gets new ones
+            _reset(sandbox)
+
+
+def _reset(sandbox: Sandbox) -> None:
+    """Empty the scratch folder of the last learner (their kernel's processes were ended by the
+    provisioner's clean-up). Where that fails, the server and the folder are given up: the next
+    learner gets new ones, never a used one."""
+    try:
+        if sandbox.scratch.exists():
+            empty(sandbox.scratch)
+    except OSError:
+        stop()
+        if _station.folder is not None:
+            shutil.rmtree(_station.folder, ignore_errors=True)
+            _station.folder = None
+        raise
+
+
+def running() -> ForkServer | None:
+    """This thread's fork server, if one runs."""
+    current = _station.server
+    return current if current is not None and current.alive() else None
+
+
+def stop() -> None:
+    """End the thread's server, if one runs."""
+    current, _station.server = _station.server, None
+    if current is not None:
+        current.close()
