@@ -23,6 +23,8 @@ torch.fx's tracing are tripwires.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import logging
 import operator
 from typing import Any, Callable, Iterator
@@ -42,7 +44,9 @@ from tensorcraft.compiler.pipeline import compile_graph
 from .compare import describe
 from .dynamo import without_guard_probe
 from .exercise import Case, Exercise, Group
-from .seed import draw
+from .programs import Program
+from .programs import draw as draw_program
+from .seed import draw, pick
 from .stages import run_stage, substituted
 
 FX_TRACING = ("torch.fx.symbolic_trace", "torch.fx.Tracer.trace", "torch.fx._symbolic_trace.symbolic_trace")
@@ -64,81 +68,59 @@ def _quiet_dynamo() -> Iterator[None]:
 
 # ---------------------------------------------------------------- the programs the tracer runs on
 #
-# A case names its program by a spec (plain data), and both sides build it afresh on the inputs'
-# device: a model cannot travel inside a case (the check moves and copies a case's tensors only).
+# Each is a programs.Program: straight-line source text over x (a Python number k first, in one case), or a
+# model of the zoo (``module``), which both sides build afresh on the inputs' device (``Program.build``).
 
 ZOO = {"mlp": MLP, "cnn": ConvBNReLU, "norm_softmax": NormSoftmax, "attention": Attention}
 
-UNARY_FUNCTIONS = {"tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "gelu": F.gelu}
-UNARY_METHODS = ("sin", "abs", "neg", "exp", "cos")
-SCALAR_OPS = {"mul": operator.mul, "add": operator.add, "rsub": lambda v, c: c - v, "div": operator.truediv}
-BINARY = {"add": operator.add, "mul": operator.mul, "sub": operator.sub, "maximum": torch.maximum}
-INPLACE = ("relu_", "mul_", "iadd", "sigmoid_")
+
+def zoo_model(name: str, sizes: tuple, seed: int) -> torch.nn.Module:
+    """ZOO[name](*sizes) with weights drawn from ``seed`` and non-trivial batch-norm statistics: float64, in eval mode."""
+    torch.manual_seed(seed)
+    model = ZOO[name](*sizes)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.5, 0.5)
+                module.running_var.uniform_(0.5, 2.0)
+    return model.double().eval()
 
 
-def _apply(step: tuple, values: list) -> Any:
-    """One step of a straight-line program: (kind, name, operand indices, constant)."""
-    kind, name, operands, constant = step
-    a = values[operands[0]]
-    if kind == "function":
-        return UNARY_FUNCTIONS[name](a)
-    if kind == "method":
-        return getattr(a, name)()
-    if kind == "scalar":
-        return SCALAR_OPS[name](a, constant)
-    if kind == "binary":
-        return BINARY[name](a, values[operands[1]])
-    if kind == "inplace":  # on a fresh intermediate, which capture turns into the functional form
-        fresh = a * constant
-        if name == "iadd":
-            fresh += 1.5
-        elif name == "mul_":
-            fresh.mul_(0.5)
-        else:
-            getattr(fresh, name)()
-        return fresh
-    if kind == "reduce":  # a reduction broadcast back against its input
-        return a - getattr(a, name)(-1, keepdim=True)
-    if kind == "chunk":   # several results from one call
-        first, second = a.chunk(2, dim=-1)
-        return torch.cat([second * constant, first], dim=-1)
-    if kind == "view":
-        return a.reshape(-1).reshape(a.shape).transpose(0, 1).transpose(0, 1)
-    raise ValueError(f"unknown step kind {kind!r}")
+def zoo_program(name: str, sizes: tuple, seed: int) -> Program:
+    return Program((), name=f"{name}{sizes}", module=functools.partial(zoo_model, name, sizes, seed))
 
 
-def _straight_line(steps: tuple, outputs: tuple) -> Callable:
-    def program(x):
-        values = [x]
-        for step in steps:
-            values.append(_apply(step, values))
-        return values[outputs[0]] if len(outputs) == 1 else tuple(values[i] for i in outputs)
-    return program
+# the steps of a random program (programs.draw): (generator, operand, values so far) -> an expression
+def _constant(g: torch.Generator, choices: tuple = (0.5, 2.0, -1.5)) -> float:
+    return choices[draw(g, len(choices))]
 
 
-def build_program(spec: tuple, device: torch.device) -> Callable:
-    """("zoo", name, constructor arguments, seed) -> a model in eval mode, float64, on ``device``;
-    ("steps", steps, outputs) -> a plain function of x; ("number first", k, steps, outputs) -> a plain
-    function of (k, x) that runs the steps on x * k (a Python number before the tensor)."""
-    if spec[0] == "zoo":
-        _, name, sizes, seed = spec
-        torch.manual_seed(seed)
-        model = ZOO[name](*sizes)
-        with torch.no_grad():
-            for module in model.modules():  # non-trivial batch-norm statistics
-                if isinstance(module, torch.nn.BatchNorm2d):
-                    module.running_mean.uniform_(-0.5, 0.5)
-                    module.running_var.uniform_(0.5, 2.0)
-        return model.double().eval().to(device)
-    if spec[0] == "number first":
-        steps = _straight_line(spec[2], spec[3])
-        return lambda k, x: steps(x * k)
-    return _straight_line(spec[1], spec[2])
+STEPS = (
+    lambda g, a, _: f"{pick(g, ('torch.tanh', 'torch.sigmoid', 'torch.relu', 'F.gelu'))}({a})",
+    lambda g, a, _: f"{a}.{pick(g, ('sin', 'abs', 'neg', 'exp', 'cos'))}()",
+    lambda g, a, _: pick(g, ("{a} * {c}", "{a} + {c}", "{c} - {a}", "{a} / {c}")).format(a=a, c=_constant(g)),
+    lambda g, a, values: pick(g, ("{a} + {b}", "{a} * {b}", "{a} - {b}", "torch.maximum({a}, {b})")).format(
+        a=a, b=values[draw(g, len(values))]),
+    # in place, on a fresh intermediate (capture records the functional form)
+    lambda g, a, _: f"{a}_t = {a} * {_constant(g, (0.5, 2.0))}\n"
+                    f"{a}_t{pick(g, ('.relu_()', '.mul_(0.5)', ' += 1.5', '.sigmoid_()'))}\n{a}_t",
+    lambda g, a, _: f"{a} - {a}.{pick(g, ('sum', 'mean', 'amax'))}(-1, keepdim=True)",  # broadcast back
+    lambda g, a, _: f"{a}_1, {a}_2 = {a}.chunk(2, dim=-1)\ntorch.cat([{a}_2 * 2.0, {a}_1], dim=-1)",  # several results
+    lambda g, a, _: f"{a}.reshape(-1).reshape({a}.shape).transpose(0, 1).transpose(0, 1)",
+)
 
 
-def program_args(spec: tuple, x: torch.Tensor) -> tuple:
-    """The arguments a program of ``spec`` is called with: x, or (k, x)."""
-    return (spec[1], x) if spec[0] == "number first" else (x,)
+def _one_or_two(g: torch.Generator, values: list[str]) -> str:
+    return values[-1] if draw(g, 2) else f"{values[-1]}, {values[draw(g, len(values) - 1)]}"
+
+
+def random_program(g: torch.Generator, k: float | None = None) -> Program:
+    """A random straight-line program over x of shape (rows, even width); with ``k``, a program of (k, x)
+    that runs on x * k (a Python number before the tensor)."""
+    program = draw_program(g, STEPS, 3 + draw(g, 5), reach=99, returns=_one_or_two)
+    if k is None:
+        return program
+    return dataclasses.replace(program, body=("x = x * k", *program.body), params=("k", "x"), numbers=(("k", k),))
 
 
 # ---------------------------------------------------------------- exercise 1: capture (ground truth: torch.fx)
@@ -183,11 +165,11 @@ def fx_truth(program: Callable, *args: Any) -> tuple[list[str], list[str]]:
     return ops, sorted(params)
 
 
-def _capture_reference(spec: tuple, x: torch.Tensor, x2: torch.Tensor) -> tuple:
-    program = build_program(spec, x.device)
-    ops, params = fx_truth(program, *program_args(spec, x))
+def _capture_reference(program: Program, x: torch.Tensor, x2: torch.Tensor) -> tuple:
+    fn = program.build(x.device)
+    ops, params = fx_truth(fn, *program.arguments(x))
     with torch.no_grad():
-        return ops, params, program(*program_args(spec, x)), program(*program_args(spec, x2))
+        return ops, params, fn(*program.arguments(x)), fn(*program.arguments(x2))
 
 
 def _module_tensors(program: Callable) -> dict[str, torch.Tensor]:
@@ -204,120 +186,98 @@ def _with_a_graph(*given_then_captured: Any) -> Captured:
     return captured
 
 
-def _through_compile(learner_capture: Callable, spec: tuple, x: torch.Tensor, x2: torch.Tensor) -> tuple:
+def _through_compile(learner_capture: Callable, program: Program, x: torch.Tensor, x2: torch.Tensor) -> tuple:
     """tensorcraft.compile with the learner's tracer as its capture stage; then the graph it recorded,
     compiled again by the pipeline and replayed on a second input."""
-    program = build_program(spec, x.device)
+    fn = program.build(x.device)
     with torch.no_grad():
         def learners(fn, args=(), kwargs=None, module=None):  # called as the exercise states, whatever the names
             return learner_capture(fn, args, kwargs, module)
 
-        run = run_stage("capture", learners, program, program_args(spec, x), compile_with={"backend": "python"},
+        run = run_stage("capture", learners, fn, program.arguments(x), compile_with={"backend": "python"},
                         returns=(Captured,), what="a Captured with a Graph in .graph", then=_with_a_graph)
         first, captured = run.result, run.last.returned
         graph = captured.graph
         ops = [n.op for n in graph.nodes if n.kind == "call"]
         params = sorted(n.target for n in graph.params)
-        tensors = _module_tensors(program)
+        tensors = _module_tensors(fn)
         replay = compile_graph(graph, backend="python")
-        second = replay.run(list(program_args(spec, x2)), [tensors[name] for name in replay.param_names])
+        second = replay.run(list(program.arguments(x2)), [tensors[name] for name in replay.param_names])
     return ops, params, first, second
 
 
-def _capture_case(spec: tuple, shape: tuple, g: torch.Generator, note: str) -> Case:
+def _capture_case(program: Program, shape: tuple, g: torch.Generator, note: str) -> Case:
     x = torch.randn(*shape, generator=g, dtype=torch.float64)
     x2 = torch.randn(*shape, generator=g, dtype=torch.float64)
-    return Case((spec, x, x2), note)
+    return Case((program, x, x2), note)
 
 
 def _capture_public() -> list[Group]:
     g = torch.Generator().manual_seed(7)
-    inplace = (("scalar", "mul", (0,), 2.0), ("inplace", "relu_", (1,), 0.5), ("inplace", "iadd", (2,), 1.0),
-               ("binary", "add", (3, 0), None))
-    operators = (("method", "sin", (0,), None), ("scalar", "rsub", (1,), 2.0), ("binary", "mul", (2, 0), None),
-                 ("function", "tanh", (3,), None), ("scalar", "div", (4,), 3.0))
-    several = (("chunk", "chunk", (0,), 2.0), ("reduce", "amax", (1,), None), ("view", "view", (2,), None))
+    operators = Program(("v1 = x.sin()", "v2 = 2.0 - v1", "v3 = v2 * x", "v4 = torch.tanh(v3)", "v5 = v4 / 3.0",
+                         "return v5"))
+    number_first = Program(("v0 = x * k", "v1 = v0.sin()", "v2 = v1 * v0", "return v2"), ("k", "x"),
+                           numbers=(("k", 3.0),))
+    inplace = Program(("v1 = x * 2.0", "v2 = v1 * 0.5", "v2.relu_()", "v3 = v2 * 1.0", "v3 += 1.5", "v4 = v3 + x",
+                       "return v4"))
+    several = Program(("first, second = x.chunk(2, dim=-1)", "v1 = torch.cat([second * 2.0, first], dim=-1)",
+                       "v2 = v1 - v1.amax(-1, keepdim=True)",
+                       "v3 = v2.reshape(-1).reshape(v2.shape).transpose(0, 1).transpose(0, 1)", "return v3, v1"))
     return [
         Group("functions, methods and operators", [
-            _capture_case(("steps", operators, (5,)), (3, 4), g, "x.sin(), 2 - v, v * x, torch.tanh, v / 3"),
+            _capture_case(operators, (3, 4), g, "x.sin(), 2 - v, v * x, torch.tanh, v / 3"),
         ]),
         Group("a Python number among the arguments: placeholders are numbered over every argument", [
-            _capture_case(("number first", 3.0, (("method", "sin", (0,), None), ("binary", "mul", (1, 0), None)), (2,)),
-                          (3, 4), g, "f(k, x) called as f(3.0, x): v = x * k; v.sin() * v"),
+            _capture_case(number_first, (3, 4), g, "f(k, x) called as f(3.0, x): v = x * k; v.sin() * v"),
         ]),
         Group("in-place updates of intermediates (t.relu_(), t += 1)", [
-            _capture_case(("steps", inplace, (4,)), (3, 4), g, "t = x * 2; t.relu_(); t += 1.5; t + x"),
+            _capture_case(inplace, (3, 4), g, "t = x * 2; t.relu_(); t += 1.5; t + x"),
         ]),
         Group("calls with several results, reductions, views, two outputs", [
-            _capture_case(("steps", several, (3, 1)), (2, 6), g, "chunk, cat, amax, reshape, transpose"),
+            _capture_case(several, (2, 6), g, "chunk, cat, amax, reshape, transpose"),
         ]),
         Group("models: parameters become param nodes", [
-            _capture_case(("zoo", "mlp", (16, 32, 8), 0), (4, 16), g, "MLP: Linear, GELU, Linear"),
-            _capture_case(("zoo", "cnn", (3, 8, 5), 1), (2, 3, 8, 8), g,
+            _capture_case(zoo_program("mlp", (16, 32, 8), 0), (4, 16), g, "MLP: Linear, GELU, Linear"),
+            _capture_case(zoo_program("cnn", (3, 8, 5), 1), (2, 3, 8, 8), g,
                           "Conv, BatchNorm, ReLU(inplace=True), twice; mean; Linear"),
-            _capture_case(("zoo", "attention", (16, 2), 2), (2, 5, 16), g, "attention with einsum and reshapes"),
+            _capture_case(zoo_program("attention", (16, 2), 2), (2, 5, 16), g, "attention with einsum and reshapes"),
         ]),
     ]
 
 
-def random_steps(g: torch.Generator, width: int) -> tuple[tuple, tuple]:
-    """A random straight-line program over x of shape (rows, width) (width even): (steps, outputs)."""
-    steps: list[tuple] = []
-    for _ in range(3 + draw(g, 5)):
-        n = len(steps) + 1  # values so far
-        a = draw(g, n)
-        kind = ("function", "method", "scalar", "binary", "inplace", "reduce", "chunk", "view")[draw(g, 8)]
-        if kind == "function":
-            steps.append((kind, sorted(UNARY_FUNCTIONS)[draw(g, len(UNARY_FUNCTIONS))], (a,), None))
-        elif kind == "method":
-            steps.append((kind, UNARY_METHODS[draw(g, len(UNARY_METHODS))], (a,), None))
-        elif kind == "scalar":
-            steps.append((kind, sorted(SCALAR_OPS)[draw(g, len(SCALAR_OPS))], (a,), (0.5, 2.0, -1.5)[draw(g, 3)]))
-        elif kind == "binary":
-            steps.append((kind, sorted(BINARY)[draw(g, len(BINARY))], (a, draw(g, n)), None))
-        elif kind == "inplace":
-            steps.append((kind, INPLACE[draw(g, len(INPLACE))], (a,), (0.5, 2.0)[draw(g, 2)]))
-        elif kind == "reduce":
-            steps.append((kind, ("sum", "mean", "amax")[draw(g, 3)], (a,), None))
-        else:
-            steps.append((kind, kind, (a,), 2.0))
-    last = len(steps)
-    outputs = (last,) if draw(g, 2) else (last, draw(g, last))
-    return tuple(steps), outputs
-
-
-def _random_model(g: torch.Generator) -> tuple[tuple, tuple]:
+def _random_model(g: torch.Generator) -> tuple[Program, tuple]:
+    """A model of the zoo of random sizes, and the shape of its input."""
     name = sorted(ZOO)[draw(g, len(ZOO))]
     seed = draw(g, 1000)
     if name == "mlp":
         d_in, hidden, d_out = 2 + draw(g, 8), 2 + draw(g, 8), 1 + draw(g, 6)
-        return ("zoo", name, (d_in, hidden, d_out), seed), (1 + draw(g, 4), d_in)
+        return zoo_program(name, (d_in, hidden, d_out), seed), (1 + draw(g, 4), d_in)
     if name == "cnn":
         channels, width, classes = 1 + draw(g, 3), 2 + draw(g, 4), 2 + draw(g, 3)
-        return ("zoo", name, (channels, width, classes), seed), (1 + draw(g, 2), channels, 3 + draw(g, 4), 4)
+        return zoo_program(name, (channels, width, classes), seed), (1 + draw(g, 2), channels, 3 + draw(g, 4), 4)
     if name == "norm_softmax":
         d = 2 + draw(g, 10)
-        return ("zoo", name, (d,), seed), (1 + draw(g, 3), 2 + draw(g, 3), d)
+        return zoo_program(name, (d,), seed), (1 + draw(g, 3), 2 + draw(g, 3), d)
     heads = 1 + draw(g, 3)
     d = heads * (2 + draw(g, 3))
-    return ("zoo", name, (d, heads), seed), (1 + draw(g, 2), 2 + draw(g, 4), d)
+    return zoo_program(name, (d, heads), seed), (1 + draw(g, 2), 2 + draw(g, 4), d)
 
 
 def _capture_hidden(g: torch.Generator) -> list[Group]:
     programs = []
     for _ in range(6):
         width = 2 * (1 + draw(g, 3))
-        steps, outputs = random_steps(g, width)
-        programs.append(_capture_case(("steps", steps, outputs), (1 + draw(g, 4), width), g,
-                                      f"random program of {len(steps)} steps"))
-    steps, outputs = random_steps(g, 2)
+        program = random_program(g)
+        programs.append(_capture_case(program, (1 + draw(g, 4), width), g,
+                                      "a random straight-line program"))
     k = (2, 0.5, -1.5)[draw(g, 3)]
-    programs.append(_capture_case(("number first", k, steps, outputs), (1 + draw(g, 4), 2), g,
-                                  f"f(k, x) called with k = {k}: a random program of {len(steps)} steps on x * k"))
+    program = random_program(g, k)
+    programs.append(_capture_case(program, (1 + draw(g, 4), 2), g,
+                                  f"f(k, x) called with k = {k}: a random program on x * k"))
     models = []
     for _ in range(3):
-        spec, shape = _random_model(g)
-        models.append(_capture_case(spec, shape, g, f"{spec[1]}{spec[2]} on input {list(shape)}"))
+        program, shape = _random_model(g)
+        models.append(_capture_case(program, shape, g, f"{program.name} on input {list(shape)}"))
     return [Group("random straight-line programs", programs), Group("models of random sizes", models)]
 
 
@@ -353,8 +313,7 @@ def check_capture(capture, hidden: bool = False) -> None:
 # ---------------------------------------------------------------- exercise 2: the guard of one input (ground truth: Dynamo)
 
 
-def _scaled(x, k):
-    return x * k + 1
+SCALED = Program(("return x * k + 1",), ("x", "k"), name="scaled")  # every guard case's program
 
 
 def dynamo_compiles(calls: list[tuple]) -> list[bool]:
@@ -368,7 +327,7 @@ def dynamo_compiles(calls: list[tuple]) -> list[bool]:
         count[0] += 1
         return graph_module.forward
 
-    compiled = torch.compile(_scaled, backend=counting, dynamic=False)
+    compiled = torch.compile(SCALED.fn, backend=counting, dynamic=False)
     anew = []
     with _quiet_dynamo():
         for args in calls:
@@ -400,7 +359,7 @@ def _guard_reference(calls: list[tuple]) -> list[bool]:
 
 def _through_the_cache(learner_guard: Callable, calls: list[tuple]) -> list[bool]:
     """The same calls through tensorcraft.compile with the learner's guard deciding every cache hit."""
-    compiled = tensorcraft.compile(_scaled, backend="python")
+    compiled = tensorcraft.compile(SCALED.fn, backend="python")
     anew = []
     with substituted("check_input", learner_guard, name="input_guard", returns=(str, type(None)),
                      what="None or a str (the reason)") as spy:

@@ -1,4 +1,4 @@
-"""One type for "a small torch program" in the checks of the compiler's stages (notebooks 08, 09 and 10).
+"""One type for "a small torch program" in the checks of the compiler's stages (notebooks 07 to 11).
 
 A :class:`Program` is a straight-line torch function given as source text: its parameters and its body,
 one statement a line. That one description serves every side of a case:
@@ -10,7 +10,10 @@ one statement a line. That one description serves every side of a case:
   passes them instead;
 * :func:`draw` makes a random one from a vocabulary of steps (each notebook's: matmuls, reductions and views
   for fusion and memory in 09, elementwise chains for the kernels of 10), so that hidden cases are drawn
-  from the seeded generator (``seed.draw``) like every other random case.
+  from the seeded generator (``seed.draw``) like every other random case;
+* a parameter may be a plain Python number (``numbers``: its value, passed by ``arguments``), and a program
+  may be a model (``module``: a factory of the ``nn.Module`` whose forward is the program; ``build`` makes a
+  fresh one on the device, since a model cannot travel inside a case, whose tensors alone are moved).
 """
 from __future__ import annotations
 
@@ -22,11 +25,13 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
+import tensorcraft
+
 from .seed import draw as draw_int
 from .seed import pick
 
-# what a program's source may name besides its parameters
-NAMESPACE = {"torch": torch, "F": F, "math": math}
+# what a program's source may name besides its parameters (tensorcraft: its einsum and rearrange)
+NAMESPACE = {"torch": torch, "F": F, "math": math, "tensorcraft": tensorcraft}
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,8 @@ class Program:
     divide_by: tuple[float, ...] = ()
     name: str = "f"
     constants: tuple[tuple[str, Any], ...] = ()   # values the source reads by name (a global tensor)
+    numbers: tuple[tuple[str, Any], ...] = ()     # parameters that are plain Python numbers, and their values
+    module: Callable[[], torch.nn.Module] | None = None  # the program is this model's forward (body: unused)
 
     @property
     def source(self) -> str:
@@ -47,6 +54,8 @@ class Program:
 
     @functools.cached_property
     def fn(self) -> Callable[..., Any]:
+        if self.module is not None:
+            return self.module()
         namespace = dict(NAMESPACE) | dict(self.constants)
         exec(compile(self.source, f"<program {self.name}>", "exec"), namespace)
         return namespace[self.name]
@@ -54,8 +63,21 @@ class Program:
     def __call__(self, *inputs: Any) -> Any:
         return self.fn(*inputs)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a truth's key, a worker's case) without the function made from the source."""
+        return {k: v for k, v in self.__dict__.items() if k != "fn"}
+
     def __repr__(self) -> str:
-        return "; ".join(self.body)
+        return "; ".join(self.body) or self.name
+
+    def build(self, device: str | torch.device = "cpu") -> Callable[..., Any]:
+        """The program to run on ``device``: the function, or a fresh model made there."""
+        return self.fn if self.module is None else self.module().to(device)
+
+    def arguments(self, *tensors: Any) -> tuple:
+        """The call's arguments in the parameters' order: ``tensors`` one by one, the ``numbers`` by name."""
+        numbers, given = dict(self.numbers), iter(tensors)
+        return tuple(numbers[p] if p in numbers else next(given) for p in self.params)
 
     def eager(self, *inputs: Any) -> tuple:
         """The ground truth: the program run by eager PyTorch, its results as a tuple."""
@@ -86,19 +108,23 @@ def draw(g: torch.Generator, vocabulary: Sequence[Step], steps: int, *, params: 
          start: Sequence[str] | None = None, reach: int = 2, join: Step | None = None, prefix: str = "v",
          returns: Callable[[torch.Generator, list[str]], str] | None = None, **program: Any) -> Program:
     """A random program of ``steps`` statements ``v0 = ...``, ``v1 = ...`` (``prefix`` names the values) over ``params``. Each applies a step
-    drawn from ``vocabulary`` (a step listed twice is drawn twice as often) to one of the last ``reach`` values,
+    drawn from ``vocabulary`` (a step listed twice is drawn twice as often; its expression may follow statements of
+    its own, one a line, as ``t = x * 2\nt``) to one of the last ``reach`` values,
     starting from ``start`` (default: the parameters). ``join`` first combines the parameters one by one
     (``v0 = join(x0, x1)``, ``v1 = join(v0, x2)``...), so that every input is read. ``returns`` writes the return
     expression from the values (default: the last value). ``program``: the Program's other fields (shapes, divide_by, name)."""
     lines: list[str] = []
     values = list(start if start is not None else params)
+    count = len(values)
 
-    def add(expression: str) -> None:
-        lines.append(f"{prefix}{len(lines)} = {expression}")
-        values.append(f"{prefix}{len(lines) - 1}")
+    def add(step: str) -> None:  # a step may put statements of its own first, a line each: "t = x * 2\nt.relu_()"
+        *statements, expression = step.split("\n")
+        name = f"{prefix}{len(values) - count}"
+        lines.extend([*statements, f"{name} = {expression}"])
+        values.append(name)
 
     for other in params[1:] if join is not None else ():
-        add(join(g, values[-1] if lines else params[0], [other]))
+        add(join(g, values[-1] if len(values) > count else params[0], [other]))
     for _ in range(steps):
         operand = values[-1 - draw_int(g, min(reach, len(values)))]
         add(pick(g, vocabulary)(g, operand, values))

@@ -1,12 +1,15 @@
 """Notebook 07's checks: their ground truth (torch.fx, Dynamo) agrees with the library's own stages,
 an answer written independently passes, delegating is refused, the pipeline really calls the
 learner's stage, and a known mistake is named by its hint."""
+import pickle
+
 import pytest
 import torch
 
 import tensorcraft
 from grader.checks.compare import mismatch
-from grader.checks.nb07_graph_capture import EXERCISES, dynamo_breaks, fx_truth
+from grader.checks.nb07_graph_capture import EXERCISES, dynamo_breaks, fx_truth, random_program, zoo_program
+from grader.checks.programs import Program
 from grader.mutants import mutants_for
 from solution_cells import solution
 from tensorcraft.compiler.capture import capture as library_capture
@@ -68,7 +71,7 @@ def test_each_stage_is_called_by_the_pipeline():
         return spy
 
     x = torch.randn(3, 4, dtype=torch.float64)
-    CAPTURE.call(counting("capture", tracer), ("steps", (("method", "sin", (0,), None),), (1,)), x, x + 1)
+    CAPTURE.call(counting("capture", tracer), Program(("return x.sin()",)), x, x + 1)
     INPUT_GUARD.call(counting("input_guard", guard), [(x, 2), (x, 2)])
     REFUSAL.call(counting("refusal", refusal), "arithmetic", x)
     # capture once; the guard once per flat input (x and k) of the second call; refusal once per torch call
@@ -151,3 +154,26 @@ def test_a_mistake_written_into_the_solution_cell_is_named_by_its_mutants_hint(e
     report = exercise.run(solution("07_graph_capture", name, edits))
     hint = next(m.hint for m in mutants_for(exercise.id) if m.name == mistake)
     assert report.failed and report.failed[0].hint == hint
+
+
+def test_a_program_takes_a_python_number_by_name_and_a_model_program_is_built_afresh():
+    number_first = Program(("v0 = x * k", "return v0.sin()"), ("k", "x"), numbers=(("k", 3.0),))
+    x = torch.randn(3, 4, dtype=torch.float64)
+    assert number_first.arguments(x)[0] == 3.0 and number_first.arguments(x)[1] is x
+    torch.testing.assert_close(number_first(*number_first.arguments(x)), (x * 3.0).sin())
+    again = pickle.loads(pickle.dumps(number_first))  # its function made already: pickled without it
+    torch.testing.assert_close(again(*again.arguments(x)), (x * 3.0).sin())
+    mlp = zoo_program("mlp", (4, 8, 2), 0)
+    first, second = mlp.build("cpu"), mlp.build("cpu")
+    assert first is not second and not first.training and first.fc1.weight.dtype == torch.float64
+    torch.testing.assert_close(first.fc1.weight, second.fc1.weight)  # the same seed: the same weights
+
+
+def test_random_programs_are_drawn_by_the_seed_with_in_place_and_several_result_steps():
+    bodies = [random_program(torch.Generator().manual_seed(seed)).body for seed in range(30)]
+    assert bodies[3] == random_program(torch.Generator().manual_seed(3)).body and len(set(bodies)) == 30
+    lines = [line for body in bodies for line in body]
+    assert any(line.endswith(("_()", "+= 1.5", ".mul_(0.5)")) for line in lines)
+    assert any(".chunk(2, dim=-1)" in line for line in lines)
+    numbered = random_program(torch.Generator().manual_seed(0), k=0.5)
+    assert numbered.params == ("k", "x") and numbered.body[0] == "x = x * k"
