@@ -26,7 +26,9 @@ from tensorcraft.compiler.pipeline import compile_graph
 from tensorcraft.einstein.lower import contract_pair
 
 from .exercise import Case, Exercise, Group
-from .seed import draw
+from .programs import Program
+from .programs import draw as draw_program
+from .seed import draw, pick
 from .spy import Recorder
 from .stages import substituted
 from .tripwire import ForbiddenCallError
@@ -296,56 +298,43 @@ def view_chains(graph: Graph) -> int:
                and n.args[0].kind == "call" and any(n.op in f and n.args[0].op in f for f in families))
 
 
-def einsum_block(x, w_qkv, b_qkv, w_proj, b_proj, w_fc1, b_fc1, w_fc2, b_fc2, heads: int = 2):
-    """The notebook's block as a function of its weights, written with tc.rearrange and tc.einsum (no
-    layer-norm affine): the program exercise 3 compiles."""
-    d, t = x.shape[-1], x.shape[1]
-    q, k, v = F.linear(F.layer_norm(x, (d,)), w_qkv, b_qkv).chunk(3, dim=-1)
-    q, k, v = (tensorcraft.rearrange(z, "b t (h e) -> b h t e", h=heads) for z in (q, k, v))
-    scores = tensorcraft.einsum("bhqe,bhke->bhqk", q, k) * q.shape[-1] ** -0.5
-    causal = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
-    weights = scores.masked_fill(causal, float("-inf")).softmax(dim=-1)
-    mixed = tensorcraft.rearrange(tensorcraft.einsum("bhqk,bhke->bhqe", weights, v), "b h t e -> b t (h e)")
-    x = x + F.linear(mixed, w_proj, b_proj)
-    return x + F.linear(F.gelu(F.linear(F.layer_norm(x, (d,)), w_fc1, b_fc1)), w_fc2, b_fc2)
+# The programs exercise 3 compiles (programs.Program: source text, run eagerly as the ground truth).
+EINSUM_BLOCK = Program((
+    # the notebook's block as a function of its weights, written with tc.rearrange and tc.einsum (no layer-norm affine)
+    "d, t = x.shape[-1], x.shape[1]",
+    "q, k, v = F.linear(F.layer_norm(x, (d,)), w_qkv, b_qkv).chunk(3, dim=-1)",
+    'q, k, v = (tensorcraft.rearrange(z, "b t (h e) -> b h t e", h=heads) for z in (q, k, v))',
+    'scores = tensorcraft.einsum("bhqe,bhke->bhqk", q, k) * q.shape[-1] ** -0.5',
+    "causal = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)",
+    'weights = scores.masked_fill(causal, float("-inf")).softmax(dim=-1)',
+    'mixed = tensorcraft.rearrange(tensorcraft.einsum("bhqk,bhke->bhqe", weights, v), "b h t e -> b t (h e)")',
+    "x = x + F.linear(mixed, w_proj, b_proj)",
+    "return x + F.linear(F.gelu(F.linear(F.layer_norm(x, (d,)), w_fc1, b_fc1)), w_fc2, b_fc2)",
+), ("x", "w_qkv", "b_qkv", "w_proj", "b_proj", "w_fc1", "b_fc1", "w_fc2", "b_fc2", "heads=2"), name="einsum_block")
+einsum_block = EINSUM_BLOCK.fn
+VIEW_PROGRAMS = (
+    Program(("return x.reshape(6, 4).reshape(4, 6).view(24) * 2, x.view(6, 4).reshape(2, 12) + 1",),
+            name="reshape_chains"),
+    Program(("y = x.permute(2, 0, 1).permute((0, 2, 1))",         # *dims, then a tuple
+             "z = torch.permute(x, (1, 2, 0)).permute(-1, 0, -2)",  # torch.permute, then negative dims
+             "return y + 1, z * 2"), name="permutes_three_ways"),
+    Program(("return x.permute(1, 0, 3, 2).permute(3, 2, 0, 1).permute(0, 3, 2, 1) - 1",),
+            name="permutes_that_do_not_commute"),
+    Program(("inner = x.reshape(6, 4)",
+             "return inner.reshape(24) * 3, inner.sum(dim=0), inner.permute(1, 0).permute(1, 0) + inner"),
+            name="inner_view_read_twice"),
+    # A kernel's output, viewed twice and read after the next kernel: a merged view that does not say it looks
+    # into the kernel's buffer lets the memory plan hand that buffer to the next kernel.
+    Program(("a = x * 2 + 1", "v = a.reshape(6, 4).reshape(24)", "b = (x * 3 - 1).reshape(24)",
+             "return (v * b + 1).sum()"), name="view_of_a_fused_value"),
+)
+PROGRAMS = {program.name: program for program in (EINSUM_BLOCK, *VIEW_PROGRAMS)}
 
 
-def reshape_chains(x):
-    return x.reshape(6, 4).reshape(4, 6).view(24) * 2, x.view(6, 4).reshape(2, 12) + 1
-
-
-def permutes_three_ways(x):
-    y = x.permute(2, 0, 1).permute((0, 2, 1))         # *dims, then a tuple
-    z = torch.permute(x, (1, 2, 0)).permute(-1, 0, -2)  # torch.permute, then negative dims
-    return y + 1, z * 2
-
-
-def permutes_that_do_not_commute(x):
-    return x.permute(1, 0, 3, 2).permute(3, 2, 0, 1).permute(0, 3, 2, 1) - 1
-
-
-def inner_view_read_twice(x):
-    inner = x.reshape(6, 4)
-    return inner.reshape(24) * 3, inner.sum(dim=0), inner.permute(1, 0).permute(1, 0) + inner
-
-
-def view_of_a_fused_value(x):
-    """A kernel's output, viewed twice and read after the next kernel: a merged view that does not say
-    it looks into the kernel's buffer lets the memory plan hand that buffer to the next kernel."""
-    a = x * 2 + 1
-    v = a.reshape(6, 4).reshape(24)
-    b = (x * 3 - 1).reshape(24)
-    return (v * b + 1).sum()
-
-
-PROGRAMS = {fn.__name__: fn for fn in (einsum_block, reshape_chains, permutes_three_ways,
-                                       permutes_that_do_not_commute, inner_view_read_twice, view_of_a_fused_value)}
-
-
-def _eager_program(program: Callable, inputs: tuple, passes: tuple, gradients: bool) -> dict:
+def _eager_program(program: Program, inputs: tuple, passes: tuple, gradients: bool) -> dict:
     """Ground truth: the program run eagerly; what the pass must reach: no view chain left, and the
     graph it was given left as it was."""
-    outputs, grads = _outputs_and_gradients(program, inputs, gradients)
+    outputs, grads = _outputs_and_gradients(program.fn, inputs, gradients)
     return {"outputs": outputs, "gradients of the inputs": grads, "view-of-view chains left after your pass": 0,
             "the graph given to your pass is unchanged": True}
 
@@ -362,11 +351,11 @@ def _outputs_and_gradients(run: Callable, inputs: tuple, gradients: bool) -> tup
     return tuple(o.detach() for o in outputs), torch.autograd.grad(total, inputs)
 
 
-def _through_the_pipeline(learner_pass: Callable, program: Callable, inputs: tuple, passes: tuple,
+def _through_the_pipeline(learner_pass: Callable, program: Program, inputs: tuple, passes: tuple,
                           gradients: bool) -> dict:
     """Capture the program, compile it with ``passes`` (the library's pipeline after capture) while
     ``merge_views`` is the learner's, run the generated code; report what the pass left."""
-    graph = capture(program, inputs).graph
+    graph = capture(program.fn, inputs).graph
     with substituted("merge_views", learner_pass, returns=(Graph,), what="a Graph", note=str) as spy:
         compiled = compile_graph(graph, backend="python", passes=[VIEWS_STAGE if p == "views" else p for p in passes],
                                  need_grad=gradients)
@@ -384,7 +373,7 @@ def _block_weights(g: torch.Generator, d: int) -> tuple:
 
 def _program_case(name: str, inputs: tuple, passes=("views", "dce"), gradients: bool = False) -> Case:
     note = f"{name}, passes {list(passes)}" + (", forward and backward" if gradients else "")
-    return Case((PROGRAMS.get(name), inputs, tuple(passes), gradients), note)
+    return Case((PROGRAMS[name], inputs, tuple(passes), gradients), note)
 
 
 def _views_public() -> list[Group]:
@@ -404,43 +393,47 @@ def _views_public() -> list[Group]:
     ]
 
 
-def _random_view_program(g: torch.Generator) -> tuple[Callable, str]:
-    """Steps on a (2, 3, 4) tensor: reshapes to random factorisations, permutes (in three spellings,
-    some dims negative), and elementwise ops whose results are all returned."""
-    steps = []
-    for _ in range(draw(g, 2, 8)):
-        kind = ("reshape", "view", "permute", "permute", "mul")[draw(g, 0, 5)]
-        if kind in ("reshape", "view"):
-            steps.append((kind, [(24,), (6, 4), (4, 6), (2, 12), (3, 2, 4), (2, 2, 6), (-1, 8)][draw(g, 0, 7)]))
-        elif kind == "permute":
-            steps.append((kind, (torch.randperm(4, generator=g).tolist(), draw(g, 0, 3))))
-        else:
-            steps.append((kind, 0.5 + draw(g, 0, 4) / 2))
+FACTORISATIONS = ((24,), (6, 4), (4, 6), (2, 12), (3, 2, 4), (2, 2, 6), (-1, 8))  # of a (2, 3, 4) tensor
 
-    def program(x):
-        y, out = x, []
-        for kind, arg in steps:
-            if kind in ("reshape", "view"):
-                y = getattr(y if y.is_contiguous() or kind == "reshape" else y.contiguous(), kind)(*arg)
-            elif kind == "permute":
-                order, spelling = arg
-                dims = [d - y.dim() if i % 2 else d for i, d in enumerate(d for d in order if d < y.dim())]
-                y = (y.permute(*dims), y.permute(tuple(dims)), torch.permute(y, dims))[spelling]
-            else:
-                y = y * arg
-                out.append(y)
-        return (*out, y)
 
-    return program, " -> ".join(kind for kind, _ in steps)
+def random_view_program(g: torch.Generator) -> Program:
+    """Steps on a (2, 3, 4) tensor, one after the other (programs.draw): reshapes and views to random
+    factorisations, permutes (in three spellings, some dims negative), and products whose results are all
+    returned. A view of a permuted value reads ``.contiguous()`` first, as eager PyTorch requires."""
+    state = {"rank": 3, "contiguous": True, "scaled": []}
+
+    def reshaped(kind: str) -> Callable:
+        def step(g: torch.Generator, a: str, _: list[str]) -> str:
+            shape = pick(g, FACTORISATIONS)
+            source = a if state["contiguous"] or kind == "reshape" else f"{a}.contiguous()"
+            state.update(rank=len(shape), contiguous=True)
+            return f"{source}.{kind}({', '.join(map(str, shape))})"
+        return step
+
+    def permuted(g: torch.Generator, a: str, _: list[str]) -> str:
+        rank = state["rank"]
+        dims = [d - rank if i % 2 else d for i, d in enumerate(d for d in torch.randperm(4, generator=g).tolist()
+                                                             if d < rank)]
+        state["contiguous"] = state["contiguous"] and [d % rank for d in dims] == list(range(rank))
+        listed = ", ".join(map(str, dims))
+        return pick(g, (f"{a}.permute({listed})", f"{a}.permute({tuple(dims)})", f"torch.permute({a}, [{listed}])"))
+
+    def scaled(g: torch.Generator, a: str, values: list[str]) -> str:
+        state["scaled"].append(f"v{len(values) - 1}")  # the name this step's value gets
+        return f"{a} * {0.5 + draw(g, 0, 4) / 2}"
+
+    vocabulary = (reshaped("reshape"), reshaped("view"), permuted, permuted, scaled)
+    return draw_program(g, vocabulary, draw(g, 2, 8), reach=1, returns=lambda g, values: ", ".join(
+        [*state["scaled"], values[-1]]), shapes=((2, 3, 4),))
 
 
 def _views_hidden(g: torch.Generator) -> list[Group]:
     cases = []
     for _ in range(12):
-        program, steps = _random_view_program(g)
+        program = random_view_program(g)
         passes = ("views", "dce") if draw(g, 0, 2) else ("views", "cse", "dce", "fusion")
-        cases.append(Case((program, (torch.randn(2, 3, 4, generator=g),), passes, False),
-                          f"random program {steps}, passes {list(passes)}"))
+        cases.append(Case((program, program.inputs(g), passes, False),
+                          f"a random chain of {len(program.body) - 1} views and products, passes {list(passes)}"))
     d = 4 * draw(g, 1, 4)
     return [
         Group("random chains of views", cases),
