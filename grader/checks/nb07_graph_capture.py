@@ -31,7 +31,6 @@ from typing import Any, Callable, Iterator
 
 import torch
 import torch.fx
-import torch.nn.functional as F
 from torch.fx.passes.shape_prop import ShapeProp
 
 import tensorcraft
@@ -487,43 +486,44 @@ def check_input_guard(input_guard, hidden: bool = False) -> None:
 
 # ---------------------------------------------------------------- exercise 3: what capture must refuse (ground truth: Dynamo's graph breaks)
 
-# Programs over one tensor; those that read values into Python break Dynamo's graph, the others do not.
+# Programs over one tensor (the expression each returns); those that read values into Python break Dynamo's
+# graph, the others do not.
 BREAKING = {
-    "branch on a value": lambda x: x * 2 if x.sum() > 0 else x - 1,
-    "x.max().item()": lambda x: x * x.max().item(),
-    "int(x.argmax())": lambda x: x * int(x.argmax()),
-    "float(x.mean())": lambda x: x + float(x.mean()),
-    "boolean mask x[x > 0]": lambda x: x[x > 0].sum() + x,
-    "torch.unique": lambda x: torch.unique(x.round()).sum() + x,
-    "x.masked_select(mask)": lambda x: x.masked_select(x > 0).sum() + x,
-    "boolean mask in a tuple x[:, x[0] > 0]": lambda x: x[:, x[0] > 0].sum() + x,
-    "range(x.argmax())": lambda x: x * len(range(x.argmax())),
+    "branch on a value": "x * 2 if x.sum() > 0 else x - 1",
+    "x.max().item()": "x * x.max().item()",
+    "int(x.argmax())": "x * int(x.argmax())",
+    "float(x.mean())": "x + float(x.mean())",
+    "boolean mask x[x > 0]": "x[x > 0].sum() + x",
+    "torch.unique": "torch.unique(x.round()).sum() + x",
+    "x.masked_select(mask)": "x.masked_select(x > 0).sum() + x",
+    "boolean mask in a tuple x[:, x[0] > 0]": "x[:, x[0] > 0].sum() + x",
+    "range(x.argmax())": "x * len(range(x.argmax()))",
 }
 # Not among them: `while x.abs().max() > 1: x = x / 2`. When the loop body never runs, Dynamo's explain
 # counts no graph break (the condition is the last thing the function does), so its answer depends on
 # the input's values, and a check could not say what the learner's rule should give.
 WHOLE = {
-    "arithmetic": lambda x: torch.relu(x) * 3 + x.mean(),
-    "branch on the shape": lambda x: x * 2 if x.shape[0] > 2 else x - 1,
-    "x.size(0), x.dim()": lambda x: x.reshape(x.size(0), -1).sum(1) * x.dim(),
-    "dropout in eval mode": lambda x: F.dropout(x, 0.5, training=False) + 1,
-    "indexing with ints and slices": lambda x: x[0] + x[:, 1:].sum(),
-    "softmax and matmul": lambda x: x.softmax(-1) @ x.transpose(-1, -2),
-    "x.numel() and len(x)": lambda x: x / x.numel() + len(x),
-    "torch.where on values": lambda x: torch.where(x > 0, x, -x),
-    "integer index tensor x[x[:, 0].argsort()]": lambda x: x[x[:, 0].argsort()] * 2 + x,
-    "integer index tensor in a tuple x[:, x[0].argsort()]": lambda x: x[:, x[0].argsort()] - x,
+    "arithmetic": "torch.relu(x) * 3 + x.mean()",
+    "branch on the shape": "x * 2 if x.shape[0] > 2 else x - 1",
+    "x.size(0), x.dim()": "x.reshape(x.size(0), -1).sum(1) * x.dim()",
+    "dropout in eval mode": "F.dropout(x, 0.5, training=False) + 1",
+    "indexing with ints and slices": "x[0] + x[:, 1:].sum()",
+    "softmax and matmul": "x.softmax(-1) @ x.transpose(-1, -2)",
+    "x.numel() and len(x)": "x / x.numel() + len(x)",
+    "torch.where on values": "torch.where(x > 0, x, -x)",
+    "integer index tensor x[x[:, 0].argsort()]": "x[x[:, 0].argsort()] * 2 + x",
+    "integer index tensor in a tuple x[:, x[0].argsort()]": "x[:, x[0].argsort()] - x",
 }
 # Programs that draw random numbers. Dynamo keeps them in one graph (it replays the generator's state);
 # tensorcraft's graphs cannot: a replayed graph would draw as the compiled code does, and CSE would merge
 # two draws into one (x + rand_like(x) - rand_like(x) would return x). So capture refuses them: the
 # ground truth here is "runs eagerly, with eager's numbers", not Dynamo's answer.
 RANDOM = {
-    "two draws x + rand_like(x) - rand_like(x)": lambda x: x + torch.rand_like(x) - torch.rand_like(x),
-    "torch.randn(x.shape)": lambda x: x * torch.randn(x.shape, dtype=x.dtype, device=x.device),
-    "torch.bernoulli(p)": lambda x: torch.bernoulli(torch.sigmoid(x)) * x,
+    "two draws x + rand_like(x) - rand_like(x)": "x + torch.rand_like(x) - torch.rand_like(x)",
+    "torch.randn(x.shape)": "x * torch.randn(x.shape, dtype=x.dtype, device=x.device)",
+    "torch.bernoulli(p)": "torch.bernoulli(torch.sigmoid(x)) * x",
 }
-PROGRAMS = BREAKING | WHOLE | RANDOM
+PROGRAMS = {name: Program((f"return {expression}",)) for name, expression in (BREAKING | WHOLE | RANDOM).items()}
 
 
 @contextlib.contextmanager
@@ -541,7 +541,7 @@ def dynamo_breaks(name: str, x: torch.Tensor) -> bool:
 
     torch._dynamo.reset()
     with _quiet_dynamo():
-        explanation = torch._dynamo.explain(PROGRAMS[name])(x)
+        explanation = torch._dynamo.explain(PROGRAMS[name].fn)(x)
     torch._dynamo.reset()
     return explanation.graph_break_count > 0
 
@@ -549,13 +549,13 @@ def dynamo_breaks(name: str, x: torch.Tensor) -> bool:
 def _refusal_reference(name: str, x: torch.Tensor) -> tuple[bool, Any]:
     breaks = True if name in RANDOM else dynamo_breaks(name, x)
     with torch.no_grad(), _seeded(x.device):
-        return breaks, PROGRAMS[name](x)
+        return breaks, PROGRAMS[name].fn(x)
 
 
 def _through_capture(learner_refusal: Callable, name: str, x: torch.Tensor) -> tuple[bool, Any]:
     """tensorcraft.compile with the learner's refusal: (did the call run eagerly?, its result)."""
     with _seeded(x.device):
-        run = run_stage("refusal", learner_refusal, PROGRAMS[name], (x,), compile_with={"backend": "python"},
+        run = run_stage("refusal", learner_refusal, PROGRAMS[name].fn, (x,), compile_with={"backend": "python"},
                         grad=False, required=False, returns=(str, type(None)), what="None or a str (the reason)")
     return run.compiled.stats.compiles == 0, run.result
 
