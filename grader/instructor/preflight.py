@@ -4,7 +4,7 @@ will (the same sandbox, executor and grading-code check) and must score full mar
 A broken set-up (a kernel that cannot import the grading code, a sandbox that masks the library, a
 missing compiler) would otherwise grade the whole class 0, with nothing but a status note per
 learner. Here the batch stops before anyone is graded, saying why in one line. For a notebook that
-calls a compiler, the same run keeps the compiled kernels every learner's sandbox starts with
+calls a compiler, the same run keeps the compiled code every learner's sandbox starts with
 (:mod:`grader.worker.compile_cache`), so it costs nothing extra the first time.
 
 Where the learners' kernels will be forked from the workers' fork servers (a local pool, sandboxed),
