@@ -85,5 +85,6 @@ def as_function(program):
 
 def example_inputs(a: int = 3, b: int = 5, dtype=torch.float32, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(a, b, generator=g, dtype=dtype), torch.randn(b, generator=g, dtype=dtype),
-            torch.randn(b, b, generator=g, dtype=dtype) / b ** 0.5)
+    drawn = (torch.randn(a, b, generator=g, dtype=dtype, device="cpu"), torch.randn(b, generator=g, dtype=dtype, device="cpu"),
+             torch.randn(b, b, generator=g, dtype=dtype, device="cpu") / b ** 0.5)
+    return tuple(x.to(torch.get_default_device()) for x in drawn)   # the GPU in a native Triton test (conftest)

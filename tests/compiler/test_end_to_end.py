@@ -17,7 +17,8 @@ TOL = {"python": 1e-5, "c": 1e-4, "triton": 1e-4}
 
 
 def _inputs(shape, seed=1):
-    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+    drawn = torch.randn(shape, generator=torch.Generator().manual_seed(seed), device="cpu")
+    return drawn.to(torch.get_default_device())   # the GPU in a native Triton test (tests/compiler/conftest.py)
 
 
 @pytest.mark.parametrize("backend", backend_params())

@@ -299,7 +299,7 @@ def test_parse_shape_matches_einops(shape, words, backend):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("pattern, kind, lengths", [
-    ("b (h w) c -> b c h w", "rearrange", {"h": 2}), ("b h w c -> b c", "mean", {}),
+    ("b (h w) x c -> b c x h w", "rearrange", {"h": 2}), ("b h w c -> b c", "mean", {}),
     ("b h w c -> b h w c k", "repeat", {"k": 3}), ("b (h 2) w c -> b h w", "max", {}),
 ])
 def test_cuda_tensors_match_einops(pattern, kind, lengths):
