@@ -3,10 +3,11 @@
 An :class:`Exercise` says where ground truth comes from (the real tool), which cases to run in
 public and which to draw at random for the hidden test, which functions are forbidden while the
 learner's code runs, and the hint to give when no known mistake explains a wrong result.
-A failing case's hint is the hint of the first known mistake (mutant) that, like the learner's
-answer, passes the group's earlier cases and gives the learner's result, raises the learner's
-error (same type and message) or makes the same edit of an input, on that case; only then is its
-cause established. Otherwise it is a fallback (the hint an exercise gives for an error type, the
+A failing case's hint is the hint of the first known mistake (mutant) that gives the learner's
+result, raises the learner's error (same type and message) or makes the same edit of an input, on
+that case, and, like the learner's answer, passes every case the answer passed before it (the
+group's earlier cases and those of the groups before, on any device: a mistake that fails one of
+them is not the learner's); only then is its cause established. Otherwise it is a fallback (the hint an exercise gives for an error type, the
 result's kind, the exercise's own), and the report says plainly what happened. Only a bare
 ``raise NotImplementedError()`` is the release's stub.
 :meth:`Exercise.check` runs it all on every device (some cases also on ``meta``: see ``on_meta``),
@@ -178,6 +179,7 @@ class Exercise:
         else:
             seed, groups = None, self.public()
         report = CheckReport(f"check_{self.name}", hidden=hidden, seed=seed)
+        passed: list = []   # (args, expected, case) of every case the learner's answer passed so far
         for device in [d for d in devices(cuda_available) if self.cuda or d.name == "cpu"]:
             for group in groups:
                 if device.name != "cpu" and (group.cpu_only or not _holds_tensor([c.args for c in group.cases])):
@@ -186,14 +188,22 @@ class Exercise:
                     report.outcomes.append(GroupOutcome(device.name, group.title, len(group.cases), PENDING,
                                                        f"pending: {device.reason}"))
                     continue
-                report.outcomes.append(self._run_group(learner_fn, group, device.name))
+                report.outcomes.append(self._run_group(learner_fn, group, device.name, passed))
         for group in (self.on_meta() if self.on_meta else []):
-            report.outcomes.append(self._run_group(learner_fn, group, META))
+            report.outcomes.append(self._run_group(learner_fn, group, META, passed))
         return report
 
-    def _run_group(self, learner_fn: Callable[..., Any], group: Group, device: str) -> GroupOutcome:
+    def _run_group(self, learner_fn: Callable[..., Any], group: Group, device: str,
+                   passed: list | None = None) -> GroupOutcome:
+        """``passed``: the cases of earlier groups the answer passed (evidence for the diagnosis); this
+        group's passed cases are added to it."""
+        passed = [] if passed is None else passed
+        before = len(passed)
+        earlier: list[tuple[tuple, Any, Case]] = list(passed)  # cases passed before: earlier groups', then this group's
+
         def fail(reason: str, what: str, hint: str, number: int = 0, case: Case | None = None, args: tuple = (),
                  error: BaseException | None = None) -> GroupOutcome:
+            passed.extend(earlier[before:])
             shown = self._shown(case, args) if case is not None else ""
             which = f"case {number} of {len(group.cases)}" + (f" ({case.note})" if case and case.note else "")
             detail = f"{which}: {shown}: {what}" if case is not None else what
@@ -207,7 +217,6 @@ class Exercise:
         if captured is not None:
             return fail(FORBIDDEN, str(captured), self._diagnose_capture(str(captured)) or self.hint)
 
-        earlier: list[tuple[tuple, Any, Case]] = []  # the group's cases the learner's answer passed
         for number, case in enumerate(group.cases, start=1):
             args = to_device(case.args, device)
             expected = self._expected(case, args)
@@ -242,6 +251,7 @@ class Exercise:
             if found:
                 return fail(WRONG_RESULT, found.text(self.parts), self._diagnose(args, expected, got, earlier), **at)
             earlier.append((args, expected, case))
+        passed.extend(earlier[before:])
         return GroupOutcome(device, group.title, len(group.cases), PASS)
 
     def _shown(self, case: Case, args: tuple) -> str:
@@ -299,11 +309,15 @@ class Exercise:
         the result's kind (type, dtype, device) when that is wrong; else the exercise's hint."""
         return self._known_result(args, got, earlier) or kind_hint(expected, got) or self.hint
 
-    def _known_mistakes(self, earlier: list) -> list:
-        """The known mistakes (mutants) that, like the learner's answer, pass the group's cases before
-        the failing one: only those can be the learner's mistake (one that fails an earlier case is not)."""
-        return [wrong for wrong in mutants_for(self.id)
-                if all(self._passes(wrong.fn, args, expected, case) for args, expected, case in earlier)]
+    def _known_mistakes(self) -> list:
+        """The known mistakes (mutants) a failure may be diagnosed as, in order."""
+        return mutants_for(self.id)
+
+    def _explains(self, wrong, earlier: list) -> bool:
+        """Whether a known mistake that matches the learner's failure passes, like the learner's answer,
+        every case it passed before (``earlier``): one that fails such a case is not the learner's mistake.
+        Asked only of a mistake that matches, so a diagnosis costs one call per mistake, not one per case."""
+        return all(self._passes(wrong.fn, args, expected, case) for args, expected, case in earlier)
 
     def _passes(self, fn: Callable[..., Any], args: tuple, expected: Any, case: Case) -> bool:
         try:
@@ -315,12 +329,12 @@ class Exercise:
 
     def _known_result(self, args: tuple, got: Any, earlier: list = ()) -> str | None:
         """The hint of the first known mistake whose result on this case equals the learner's."""
-        for wrong in self._known_mistakes(earlier):
+        for wrong in self._known_mistakes():
             try:
                 theirs = self.call(wrong.fn, *clone(args))
             except Exception:
                 continue
-            if mismatch(theirs, got) is None:
+            if mismatch(theirs, got) is None and self._explains(wrong, earlier):
                 return Diagnosis(wrong.hint, wrong.name)
         return None
 
@@ -328,12 +342,12 @@ class Exercise:
         """The hint of the first known mistake that raises the learner's error (same type, same
         message) on this case, run as the learner's code is; None when no known mistake does, so
         that a fallback names only the error's established cause, or none."""
-        for wrong in self._known_mistakes(earlier):
+        for wrong in self._known_mistakes():
             try:
                 with self._guarded():
                     self.call(wrong.fn, *clone(args))
             except Exception as theirs:
-                if type(theirs) is type(error) and _same_words(str(theirs), str(error)):
+                if type(theirs) is type(error) and _same_words(str(theirs), str(error)) and self._explains(wrong, earlier):
                     return Diagnosis(wrong.hint, wrong.name)
         return None
 
@@ -348,14 +362,14 @@ class Exercise:
 
     def _diagnose_edit(self, args: tuple, edited: str, earlier: list = ()) -> str | None:
         """The hint of the first known mistake that changes these inputs the same way."""
-        for wrong in self._known_mistakes(earlier):
+        for wrong in self._known_mistakes():
             inputs = clone(args)
             try:
                 with self._guarded():
                     self.call(wrong.fn, *inputs)
             except Exception:
                 continue
-            if _edit(args, inputs) == edited:
+            if _edit(args, inputs) == edited and self._explains(wrong, earlier):
                 return Diagnosis(wrong.hint, wrong.name)
         return None
 

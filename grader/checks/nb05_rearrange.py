@@ -121,8 +121,9 @@ class RearrangeExercise(Exercise):
     """An Exercise whose failures name the rule behind an error case that einops raises on (which the
     generic runner can only answer with the exercise's hint), and a few torch errors by their message."""
 
-    def _run_group(self, learner_fn: Callable[..., Any], group: Group, device: str) -> GroupOutcome:
-        outcome = super()._run_group(learner_fn, group, device)
+    def _run_group(self, learner_fn: Callable[..., Any], group: Group, device: str,
+                   passed: list | None = None) -> GroupOutcome:
+        outcome = super()._run_group(learner_fn, group, device, passed)
         if outcome.status == FAIL and outcome.hint not in {m.hint for m in mutants_for(self.id)}:
             # a known mistake's hint names it; only an unexplained failure gets the case's rule
             outcome.hint = _specific_hint(group, outcome) or outcome.hint

@@ -125,7 +125,7 @@ def test_a_cpu_only_group_is_neither_run_nor_reported_pending_on_cuda():
 @pytest.mark.cuda
 def test_cuda_cases_run_where_there_is_a_gpu():
     report = OUTER.run(correct_outer, cuda_available=True)
-    assert {(o.device, o.status) for o in report.outcomes} == {("cpu", PASS), ("cuda", PASS)}
+    assert {(o.device, o.status) for o in report.outcomes} == {("cpu", PASS), ("cuda", PASS), ("meta", PASS)}
     wrong = OUTER.run(lambda a, b: correct_outer(a, b).cpu(), cuda_available=True)
     assert any(o.device == "cuda" and o.status == FAIL for o in wrong.outcomes)
 
@@ -507,3 +507,34 @@ def test_two_compiler_reports_with_the_same_errors_at_other_places_say_the_same_
     other = "generated C did not compile (/c/tmpzz99yy88/k.c):\nk.c:12:9: error: 'v_v9' undeclared\n   12 | v = v_v9;"
     assert _same_words(ours, theirs) and not _same_words(ours, other)
     assert _same_words("no such file tmpab12cd34", "no such file tmpzz99yy88") and not _same_words("a", "b")
+
+
+def test_a_hint_names_only_a_mistake_that_passes_what_the_answer_passed_in_earlier_groups():
+    """Seen on a GPU (notebook 03): two known mistakes raise the same error on a CUDA case, and the first
+    one's hint was shown for the second, though the first fails a CPU group that the learner's answer
+    (the second mistake) had passed. A mistake that fails an earlier case, in any group, is not the
+    learner's."""
+    from grader.mutants import REGISTRY, mutant
+
+    def first_float(x):                       # fails the int group, raises below
+        if x.dtype == torch.int64:
+            return (x * 2).float()
+        return x * 2 if x.numel() < 4 else x.reshape(-1, 1) + x
+    first_float.__name__ = "result_in_float"
+
+    def second_shape(x):                      # passes the int group, raises the same error below
+        return x * 2 if x.numel() < 4 else x.reshape(-1, 1) + x
+    second_shape.__name__ = "broadcast_by_mistake"
+    exercise = Exercise(id="nb99_evidence.double", reference=lambda x: x * 2, hint="double every entry", public=lambda: [
+        Group("int64", [Case((torch.tensor([1, 2]),), "int")]),
+        Group("a longer vector", [Case((torch.arange(6.0),), "six entries")]),
+    ], hidden=lambda g: [])
+    try:
+        mutant("nb99_evidence.double", hint="keep the input's dtype")(first_float)
+        mutant("nb99_evidence.double", hint="do not broadcast the input against itself")(second_shape)
+        shown = [o.hint for o in exercise.run(second_shape, cuda_available=False).outcomes if o.status == FAIL]
+        alone = [o.hint for o in exercise.run(first_float, cuda_available=False).outcomes if o.status == FAIL]
+    finally:
+        REGISTRY.pop("nb99_evidence.double", None)
+    assert shown == ["do not broadcast the input against itself"]
+    assert alone[0] == "keep the input's dtype"

@@ -37,7 +37,7 @@ def test_every_function_of_a_mutants_module_fails_every_exercise_as_an_answer(no
     as it is): none passes the public cases of any exercise of its notebook. Whether a group passes never
     depends on which mistake its failure is diagnosed as, so the diagnosis (every mutant tried again on
     each failing case: minutes for the compiler notebooks) is switched off here."""
-    monkeypatch.setattr(Exercise, "_known_mistakes", lambda self, earlier: [])
+    monkeypatch.setattr(Exercise, "_known_mistakes", lambda self: [])
     module = importlib.import_module(f"grader.mutants.{notebook}")
     exercises = importlib.import_module(f"grader.checks.{notebook}").EXERCISES
     candidates = _own_callables(module) + [(m.name, m.fn) for e in exercises.values() for m in mutants_for(e.id)]
