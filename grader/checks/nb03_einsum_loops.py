@@ -143,6 +143,15 @@ def _einsum_hidden(g: torch.Generator) -> list[Group]:
 # ---------------------------------------------------------------- exercise 1: einsum_loops
 
 
+def _einsum_truth(equation: str, *operands: torch.Tensor) -> torch.Tensor:
+    """``torch.einsum``, the ground truth; integer operands on a GPU are contracted on the CPU, since
+    torch's CUDA matrix products have no integer kernels ("baddbmm_cuda" not implemented for 'Long')."""
+    device = operands[0].device
+    if device.type == "cuda" and not operands[0].is_floating_point():
+        return torch.einsum(equation, *[op.cpu() for op in operands]).to(device)
+    return torch.einsum(equation, *operands)
+
+
 def _definition_through_library(learner_fn: Callable[..., Any], equation: str, *operands: torch.Tensor) -> Any:
     """The library's pipeline (`einsum_by_definition`) with the learner's `einsum_loops` in it."""
     with substitute(einsum_loops=learner_fn):
@@ -151,7 +160,7 @@ def _definition_through_library(learner_fn: Callable[..., Any], equation: str, *
 
 EINSUM_LOOPS = Exercise(
     id="nb03_einsum_loops.einsum_loops",
-    reference=torch.einsum,
+    reference=_einsum_truth,
     public=_einsum_public,
     hidden=_einsum_hidden,
     hint="loop over every label of the equation; at each point multiply one entry of each operand "
@@ -277,7 +286,7 @@ def _code_hidden(g: torch.Generator) -> list[Group]:
 
 LOOP_CODE = Exercise(
     id="nb03_einsum_loops.loop_code",
-    reference=torch.einsum,
+    reference=_einsum_truth,
     public=_code_public,
     hidden=_code_hidden,
     hint="print `import torch`, then `def einsum_loops_generated(op0, op1, ...):`, a zero result of the "
