@@ -10,11 +10,12 @@ mutant's own hint (two mutants whose results agree there "collide": one mistake,
 an exercise without mutants is an error; the release's bare ``raise NotImplementedError()`` is
 reported as the stub, and a NotImplementedError with a message is not; the committed learner
 notebook is what a fresh build produces. The solutions and releases of all the notebooks checked run
-in one autograde batch (:func:`grade_runs`), whose two workers stay busy to its end.
+in one autograde batch (:func:`grade_runs`), one worker per core, each busy to its end.
 """
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import tempfile
 import time
@@ -202,14 +203,15 @@ def _all_errors(notebook: Path, graded: bool = True) -> list[str]:
 def grade_runs(course: Course, assignments: list[str], folder: Path, timeout: int) -> Summary:
     """The solution and the untouched release of each of ``assignments``, graded in ONE autograde batch
     (learners ``solution`` and ``release`` in ``folder``): one worker pool whose fork servers start
-    once, and both workers busy to the end (a batch per notebook started them anew each time and left
-    one idle while the longer of its two runs finished)."""
+    once, and every worker busy to the end (a batch per notebook started them anew each time and left
+    one idle while the longer of its two runs finished). One worker per core, as autograde's default."""
     for assignment in assignments:
         for learner, source in ((SOLUTION, course.source(assignment)), (RELEASE, course.release(assignment))):
             (folder / learner).mkdir(parents=True, exist_ok=True)
             (folder / learner / f"{assignment}.ipynb").write_bytes(source.read_bytes())
     # the course's own solutions and mutants: sandboxed where a sandbox can be had, else run as they are
-    return autograde(folder, course, workers=2, timeout=timeout, feedback=False, progress=False,
+    workers = min(os.cpu_count() or 2, 2 * len(assignments))
+    return autograde(folder, course, workers=workers, timeout=timeout, feedback=False, progress=False,
                      isolation="auto", preflight=False)   # the solution is graded here anyway
 
 

@@ -24,6 +24,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 import nbformat
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -35,7 +36,7 @@ from . import chains, fork_client
 from .integrity_watch import IntegrityWatch, check_module
 from .job import GradingJob
 from .provisioner import GradingProvisioner
-from .sandbox import CACHE, Sandbox, claim_uid
+from .sandbox import CACHE, COMPILE_IN_THE_KERNEL, Sandbox, claim_uid
 from .timings import FORKED_CPU, KERNEL_CPU, WORKER_CPU, Timings, cell_kind, cell_step, cpu_seconds
 
 
@@ -217,16 +218,11 @@ def _confined(job: GradingJob, timings: Timings) -> Executed:
 
 @contextlib.contextmanager
 def _grading_environment():
-    """``NBGRADER_EXECUTION=autograde`` while the body runs, as nbgrader sets it for the kernels it starts."""
-    previous = os.environ.get("NBGRADER_EXECUTION")
-    os.environ["NBGRADER_EXECUTION"] = "autograde"
-    try:
+    """``NBGRADER_EXECUTION=autograde`` while the body runs, as nbgrader sets it for the kernels it starts,
+    and Inductor compiling in the kernel's process (``sandbox.COMPILE_IN_THE_KERNEL``) where the kernel
+    is not sandboxed (a sandboxed one gets both from ``Sandbox.environment``)."""
+    with mock.patch.dict(os.environ, {"NBGRADER_EXECUTION": "autograde", **COMPILE_IN_THE_KERNEL}):
         yield
-    finally:
-        if previous is None:
-            os.environ.pop("NBGRADER_EXECUTION", None)
-        else:
-            os.environ["NBGRADER_EXECUTION"] = previous
 
 
 def start_fork_server(masked: tuple[Path, ...] = ()) -> float:

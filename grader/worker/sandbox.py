@@ -37,6 +37,10 @@ FIRST_UID, UIDS = 61000, 1000          # sandbox uids (root only), one claimed p
 PROBE_UID = FIRST_UID - 1               # the uid of the one-off probe in unavailable()
 ENVIRONMENT_KEPT = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "NBGRADER_EXECUTION", "OMP_NUM_THREADS",
                     "MKL_NUM_THREADS", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "TENSORCRAFT_CHECK_SEED")
+# A graded kernel's torch.compile compiles in the kernel's own process (Inductor's default is a pool of
+# compile processes, one per core, each importing torch): the grading workers keep every core busy
+# already, and a notebook's graphs are small. Sandboxed or not (worker/execute.py), forked or not.
+COMPILE_IN_THE_KERNEL = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`, or `make sandbox`; "
                 "Fedora: `dnf install bubblewrap`), or pass --unsafe to run learners' code with your own rights")
 
@@ -89,7 +93,8 @@ class Sandbox:
                    PYTHONDONTWRITEBYTECODE="1", TENSORCRAFT_PROGRESS="off", JUPYTER_PLATFORM_DIRS="1",
                    JUPYTER_RUNTIME_DIR=scratch, XDG_CACHE_HOME=f"{scratch}/{CACHE}",
                    TORCHINDUCTOR_CACHE_DIR=f"{scratch}/{CACHE}/torchinductor", TRITON_CACHE_DIR=f"{scratch}/{CACHE}/triton",
-                   TENSORCRAFT_CACHE_DIR=f"{scratch}/{CACHE}/tensorcraft", USER="learner", LOGNAME="learner")
+                   TENSORCRAFT_CACHE_DIR=f"{scratch}/{CACHE}/tensorcraft", USER="learner", LOGNAME="learner",
+                   **COMPILE_IN_THE_KERNEL)
         return env
 
     def wrap(self, argv: list[str], as_pid_1: bool = False) -> list[str]:

@@ -14,8 +14,9 @@ from grader.worker.sandbox import claim_uid, unavailable
 pytestmark = pytest.mark.skipif(unavailable() is not None, reason=f"no sandbox here: {unavailable()}")
 
 SETTINGS = r'''
-import json, os, sys, matplotlib
+import json, os, sys, matplotlib, torch._inductor.config
 print(json.dumps({"path": sys.path, "cwd": os.getcwd(), "environment": dict(os.environ), "name": __name__,
+                  "compile_threads": torch._inductor.config.compile_threads,
                   "argv0": os.path.basename(sys.argv[0]), "backend": matplotlib.get_backend(),
                   "uid": os.getuid(),
                   "interrupt": str(__import__("signal").getsignal(__import__("signal").SIGINT))}))
@@ -94,8 +95,9 @@ def test_a_forked_kernel_runs_as_a_kernel_started_on_its_own_would():
     server = fork_client.running()
     assert server is not None, "no fork server was started"
     (alone,), _ = _run([SETTINGS], fork=False)
-    for setting in ("path", "cwd", "environment", "name", "argv0", "backend", "uid", "interrupt"):
+    for setting in ("path", "cwd", "environment", "name", "argv0", "backend", "uid", "interrupt", "compile_threads"):
         assert forked[setting] == alone[setting], setting
+    assert forked["compile_threads"] == 1     # torch.compile compiles in the kernel, no pool of processes
 
 
 def test_two_forked_kernels_draw_different_random_numbers():
