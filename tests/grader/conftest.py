@@ -108,8 +108,10 @@ def solution_runs():
 
 
 @pytest.fixture
-def real_preflight(solution_runs):
-    """For the tests of the preflight itself: every solution runs, whatever ran before."""
+def real_preflight(solution_runs, monkeypatch):
+    """For the tests of the preflight itself: every solution runs, whatever ran before (in this
+    session, or in an earlier one that left a passing verdict with the same key)."""
+    monkeypatch.setenv("TENSORCRAFT_PREFLIGHT", "always")
     solution_runs.enabled = False
     try:
         yield
