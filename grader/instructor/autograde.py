@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import multiprocessing
 import os
 import shutil
 import time
@@ -32,7 +31,7 @@ from nbgrader.utils import parse_utc
 from tqdm import tqdm
 
 from ..course import DEFAULT_COURSE, Course, put_python_scripts_on_path
-from ..worker.execute import Executed, execute_submission, start_fork_server, start_worker
+from ..worker.execute import Executed, execute_submission, start_fork_server, start_worker, worker_context
 from .export import CSV_NAME, lateness, write_csv
 from .feedback import feedback_exporter, stale_feedback, write_feedback
 from ..files import copy_atomically, write_atomically
@@ -209,8 +208,8 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
     limit = timeout if timeout is not None else cell_timeout(course_config(_config_file(course)))
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     local = pool is None
-    with pool or ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                     initializer=start_worker) as pool:
+    with pool or ProcessPoolExecutor(workers, mp_context=worker_context(), initializer=start_worker,
+                                     initargs=(dict(os.environ),)) as pool:
         # the local workers start their fork servers; the preflight then runs in one of them, forked as a learner's
         servers = ([pool.submit(start_fork_server, masked) for _ in range(workers)]
                    if local and confined and todo else [])

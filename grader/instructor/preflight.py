@@ -99,9 +99,9 @@ def verdict_key(course: Course, assignment: str, *, sandboxed: bool, masked: lis
     ``code``: the course code's folders (default: the packages ``grader`` and ``tensorcraft``)."""
     config = course.root / "nbgrader_config.py"
     parts = {
-        "notebook": _digest([course.source(assignment)]),
-        "config": _digest([config] if config.exists() else []),
-        "code": [_digest(sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts))
+        "notebook": _digest(course.source(assignment).parent, [course.source(assignment)]),
+        "config": _digest(course.root, [config] if config.exists() else []),
+        "code": [_digest(folder, sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts))
                  for folder in (code if code is not None else _course_code())],
         "sandbox": Sandbox(Path(tempfile.gettempdir()) / "scratch", masked=list(masked),
                            uid=claim_uid()).settings() if sandboxed else None,
@@ -119,11 +119,12 @@ def _course_code() -> tuple[Path, ...]:
     return Path(grader.__file__).resolve().parent, Path(tensorcraft.__file__).resolve().parent
 
 
-def _digest(files: list[Path]) -> str:
-    """One digest of the files' names and contents (in the order given)."""
+def _digest(folder: Path, files: list[Path]) -> str:
+    """One digest of the files' names (within ``folder``: a copy of the course elsewhere is the same
+    course) and contents, in the order given."""
     digest = hashlib.sha256()
     for file in files:
-        digest.update(str(file).encode() + b"\0" + file.read_bytes() + b"\0")
+        digest.update(str(file.relative_to(folder)).encode() + b"\0" + file.read_bytes() + b"\0")
     return digest.hexdigest()
 
 

@@ -217,3 +217,11 @@ def test_a_passing_run_is_remembered_and_a_failing_one_is_not(built_course, tmp_
     monkeypatch.delenv(preflight.RERUN)
     check(timeout=500)              # another key (a longer limit): the solution runs
     assert len(runs) == 4
+
+
+def test_a_copy_of_the_course_elsewhere_has_the_same_key(built_course, tmp_path):
+    """A rebuild or a copy (the benchmark's fresh course per batch) is the same course: its path is no part of the key."""
+    first, second = Course(tmp_path / "first"), Course(tmp_path / "elsewhere" / "second")
+    shutil.copytree(built_course[0].root, first.root)
+    shutil.copytree(built_course[0].root, second.root)
+    assert _key(first, masked=[first.root]) == _key(second, masked=[second.root])
