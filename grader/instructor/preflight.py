@@ -58,11 +58,13 @@ class SetupError(RuntimeError):
 
 
 def check_solution(course: Course, assignment: str, *, sandboxed: bool, masked: list[Path],
-                   timeout: int, progress: bool = False, pool: Executor | None = None) -> Path | None:
+                   timeout: int, progress: bool = False, pool: Executor | None = None,
+                   preload: tuple[str, ...] = ()) -> Path | None:
     """Run ``assignment``'s solution as grading will; raise :class:`SetupError` when it does not
     score full marks. Returns the kept compiled code learners' sandboxes start with (None: none).
     ``pool``: the local workers that will grade, each with its fork server; the solution then runs
-    in one of them as a learner's notebook will (:func:`grader.worker.solution_run.solution_in_a_worker`), else here."""
+    in one of them as a learner's notebook will (:func:`grader.worker.solution_run.solution_in_a_worker`), else here;
+    ``preload``: what the batch's fork servers import (``fork_client.preload_for``)."""
     kept = cache_path(course, assignment) if sandboxed and compiles(course.source(assignment)) else None
     making = kept is not None and not kept.exists()
     if making and progress:
@@ -76,7 +78,7 @@ def check_solution(course: Course, assignment: str, *, sandboxed: bool, masked: 
         cache = None if making or kept is None else warm_cache(course, assignment)
         if forked:
             problem = pool.submit(solution_in_a_worker, course.root, assignment, tuple(masked), limit, cache,
-                                  kept if making else None).result()
+                                  kept if making else None, preload).result()
         else:
             problem = _solution_here(course, assignment, sandboxed, masked, limit, cache, kept if making else None)
         if problem:

@@ -231,7 +231,7 @@ def _confined(job: GradingJob, timings: Timings) -> Executed:
         return _execute(job, None)
     with contextlib.ExitStack() as stack:       # (its reset on exit counts in "worker total" only)
         with timings.measure("sandbox reset"):
-            sandbox = stack.enter_context(fork_client.sandbox_for_a_learner(list(job.masked), claim_uid()))
+            sandbox = stack.enter_context(fork_client.sandbox_for_a_learner(list(job.masked), claim_uid(), job.preload))
         _fill(sandbox, job.submitted, job.compile_cache, timings)
         return _execute(job, sandbox)
 
@@ -250,14 +250,14 @@ def _grading_environment():
             os.environ["NBGRADER_EXECUTION"] = previous
 
 
-def start_fork_server(masked: tuple[Path, ...] = ()) -> float:
+def start_fork_server(masked: tuple[Path, ...] = (), preload: tuple[str, ...] = ()) -> float:
     """A pool task for the time the parent runs its preflight: start this worker's fork server (the
     one ``execute_submission`` will fork its kernels from, in the same sandbox and environment), so
     that its first learner does not wait for it. Returns the seconds it took (0.0: one was running)."""
     started = time.perf_counter()
     if not fork_client.enabled() or fork_client.running() is not None:
         return 0.0
-    with _grading_environment(), fork_client.sandbox_for_a_learner(list(masked), claim_uid()) as sandbox:
+    with _grading_environment(), fork_client.sandbox_for_a_learner(list(masked), claim_uid(), preload) as sandbox:
         sandbox.prepare()
         fork_client.server_for(sandbox)
     return time.perf_counter() - started

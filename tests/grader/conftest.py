@@ -70,12 +70,12 @@ class SolutionRuns:
         return source, sandboxed, str(compile_cache.cache_root())
 
     def __call__(self, course: Course, assignment: str, *, sandboxed: bool, masked, timeout: int, progress: bool = False,
-                 pool=None):
+                 pool=None, preload=()):
         key = self.key(course, assignment, sandboxed)
         if self.enabled and key in self.passed and (self.passed[key] is None or self.passed[key].is_dir()):
             return self.passed[key]
         kept = self.real(course, assignment, sandboxed=sandboxed, masked=masked, timeout=timeout, progress=progress,
-                         pool=pool)
+                         pool=pool, preload=preload)
         self.passed[key] = kept
         return kept
 

@@ -73,11 +73,11 @@ print(json.dumps({
 '''
 
 
-def _run(sources: list[str], fork: bool, timeout: int = 60):
+def _run(sources: list[str], fork: bool, timeout: int = 60, preload: tuple[str, ...] = ()):
     """Cells run as one learner's notebook in this thread's fork-server sandbox (or in a sandbox of
     their own, ``fork=False``): what each printed, read as JSON where it printed JSON."""
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
-    with fork_client.sandbox_for_a_learner([], claim_uid()) as box:
+    with fork_client.sandbox_for_a_learner([], claim_uid(), preload) as box:
         box.prepare()
         executor = GuardedExecute(sandbox=box, fork=fork, timeout=timeout, kernel_name="python3")
         notebook, _ = executor.preprocess(notebook, {"metadata": {"path": str(box.scratch)}})
@@ -115,6 +115,23 @@ def test_a_forked_kernel_finds_dynamo_loaded_and_nothing_left_of_the_servers_war
               " 'counters': {k: dict(v) for k, v in counters.items() if v}}))")
     (forked,), _ = _run([source], fork=True)
     assert forked == {"loaded": True, "interpret": os.environ.get("TRITON_INTERPRET"), "counters": {}}
+
+
+def test_the_batch_decides_whether_the_server_imports_nbformat_and_nbgrader():
+    """Only notebook 00 imports them (its demo of nbgrader's rule): a server for a batch of it imports
+    them once for every kernel; a server for any other batch spares their 1.2 CPU s."""
+    from grader.course import NOTEBOOKS
+    assert fork_client.preload_for([NOTEBOOKS / "00_welcome.ipynb"]) == fork_client.ON_DEMAND
+    assert fork_client.preload_for([NOTEBOOKS / "07_graph_capture.ipynb"]) == ()
+    assert fork_client.preload_for([NOTEBOOKS / "07_graph_capture.ipynb", NOTEBOOKS / "00_welcome.ipynb"]) \
+        == fork_client.ON_DEMAND
+    source = "import json, sys\nprint(json.dumps({m: m in sys.modules for m in ('nbformat', 'nbgrader.utils')}))"
+    (plain,), _ = _run([source], fork=True)
+    assert plain == {"nbformat": False, "nbgrader.utils": False}
+    (loaded,), _ = _run([source], fork=True, preload=fork_client.ON_DEMAND)
+    assert loaded == {"nbformat": True, "nbgrader.utils": True}
+    (again,), _ = _run([source], fork=True)         # another batch: another server
+    assert again == plain
 
 
 def test_learners_who_share_a_server_cannot_reach_each_other_or_the_server():
