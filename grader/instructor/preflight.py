@@ -26,7 +26,6 @@ anyway; a failing run is never remembered.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import os
 import shutil
@@ -109,10 +108,18 @@ def verdict_key(course: Course, assignment: str, *, sandboxed: bool, masked: lis
                            uid=claim_uid()).settings() if sandboxed else None,
         "forked": forked, "timeout": timeout,
         "python": [sys.executable, sys.version],
-        "packages": sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()),
+        "packages": _installed(),
         "compilers": [_tool(name) for name in COMPILERS],
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _installed() -> list[str]:
+    """The installed distributions, by the names of their metadata folders on ``sys.path``
+    (``torch-2.13.0.dist-info``: name and version), as ``importlib.metadata`` finds them; read from
+    the folders' names, not by parsing each one's METADATA (0.1 CPU s for some 170)."""
+    return sorted(f"{entry}/{found.name}" for entry in sys.path if entry and os.path.isdir(entry)
+                  for found in Path(entry).iterdir() if found.name.endswith((".dist-info", ".egg-info")))
 
 
 def _course_code() -> tuple[Path, ...]:
