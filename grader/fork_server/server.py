@@ -1,8 +1,8 @@
 """Kernels forked from a warm process inside the sandbox (a fork server, or "zygote").
 
 Starting a kernel costs more than most notebooks' cells: a Python interpreter, ipykernel and
-IPython, then torch, numpy, matplotlib (and nbformat and nbgrader for notebook 00), about 3 s of CPU,
-again for every learner.
+IPython, then torch, numpy, matplotlib (nbformat and nbgrader instead for notebook 00), about 3 s of
+CPU, again for every learner.
 A fork server pays it once per worker. It runs *inside* the worker's sandbox (bubblewrap, PID 1 of
 its namespace, with the sandbox's uid, limits and environment), imports all that, and then forks
 one kernel per submission on request: the kernel starts in milliseconds with everything loaded,
@@ -64,8 +64,7 @@ from typing import Iterator
 from ..files import empty
 
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"    # what ipykernel sets for matplotlib
-PRELOADED = ("ipykernel.kernelapp", "ipykernel.ipkernel", "matplotlib_inline.backend_inline", "torch", "numpy",
-             "einops", "matplotlib.pyplot", "tensorcraft", "grader.checks")
+PRELOADED = ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch", "numpy", "einops", "tensorcraft", "grader.checks")
 MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")   # a module named on the command line
 COMPILER = ("torch._dynamo", "torch.fx", "torch._functorch.aot_autograd")  # after _triton_for_the_interpreter
 TRITON_INTERPRET = "TRITON_INTERPRET"

@@ -117,19 +117,21 @@ def test_a_forked_kernel_finds_dynamo_loaded_and_nothing_left_of_the_servers_war
     assert forked == {"loaded": True, "interpret": os.environ.get("TRITON_INTERPRET"), "counters": {}}
 
 
-def test_the_batch_decides_whether_the_server_imports_nbformat_and_nbgrader():
-    """Only notebook 00 imports them (its demo of nbgrader's rule): a server for a batch of it imports
-    them once for every kernel; a server for any other batch spares their 1.2 CPU s."""
+def test_the_batch_decides_whether_the_server_imports_nbformat_nbgrader_and_matplotlib():
+    """Only notebook 00 imports nbformat and nbgrader (its demo of nbgrader's rule), every notebook but
+    00 matplotlib: a server imports those its batch's notebooks import, once for every kernel."""
     from grader.course import NOTEBOOKS
-    assert fork_client.preload_for([NOTEBOOKS / "00_welcome.ipynb"]) == fork_client.ON_DEMAND
-    assert fork_client.preload_for([NOTEBOOKS / "07_graph_capture.ipynb"]) == ()
-    assert fork_client.preload_for([NOTEBOOKS / "07_graph_capture.ipynb", NOTEBOOKS / "00_welcome.ipynb"]) \
-        == fork_client.ON_DEMAND
-    source = "import json, sys\nprint(json.dumps({m: m in sys.modules for m in ('nbformat', 'nbgrader.utils')}))"
+    grading, plotting = ("nbformat", "nbgrader.utils"), ("matplotlib_inline.backend_inline", "matplotlib.pyplot")
+    assert fork_client.preload_for([NOTEBOOKS / "00_welcome.ipynb"]) == grading
+    assert fork_client.preload_for([NOTEBOOKS / "07_graph_capture.ipynb"]) == plotting
+    assert set(fork_client.preload_for([NOTEBOOKS / "07_graph_capture.ipynb", NOTEBOOKS / "00_welcome.ipynb"])) \
+        == {*grading, *plotting}
+    source = ("import json, sys\nprint(json.dumps({m: m in sys.modules for m in "
+              "('nbformat', 'nbgrader.utils', 'matplotlib.pyplot')}))")
     (plain,), _ = _run([source], fork=True)
-    assert plain == {"nbformat": False, "nbgrader.utils": False}
-    (loaded,), _ = _run([source], fork=True, preload=fork_client.ON_DEMAND)
-    assert loaded == {"nbformat": True, "nbgrader.utils": True}
+    assert plain == {"nbformat": False, "nbgrader.utils": False, "matplotlib.pyplot": False}
+    (loaded,), _ = _run([source], fork=True, preload=grading)
+    assert loaded == {"nbformat": True, "nbgrader.utils": True, "matplotlib.pyplot": False}
     (again,), _ = _run([source], fork=True)         # another batch: another server
     assert again == plain
 
