@@ -109,7 +109,7 @@ class Sandbox:
         run a notebook alike (``grader.instructor.preflight`` keys its verdicts on them). Masked
         paths that no readable folder holds (a course directory under /tmp) change nothing here."""
         scratch = str(self.scratch)
-        return {"layout": [[str(p) for p in paths] for paths in self.layout()],
+        return {"layout": [sorted(str(p) for p in paths) for paths in self.layout()],   # (in any process's order)
                 "environment": {k: v.replace(scratch, "<scratch>") for k, v in sorted(self.environment().items())},
                 "limits": repr(self.limits), "own uid": self.uid is not None,
                 "devices": [str(p) for p in _nvidia_devices()]}

@@ -3,6 +3,9 @@ grading the whole class 0; `grader check` says the cause in one line too."""
 import importlib.util
 import os
 import shutil
+import subprocess
+import sys
+import types
 from pathlib import Path
 
 import nbformat
@@ -168,7 +171,10 @@ def test_every_change_a_verdict_depends_on_misses_the_key(built_course, tmp_path
         site = tmp_path / "site"
         (site / "torch-99.0.dist-info").mkdir(parents=True)
         (site / "torch-99.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 99.0\n")
-        patch.syspath_prepend(str(site))
+        real_site = preflight.site           # (the installed packages only, not what the sandbox binds)
+        patch.setattr(preflight, "site", types.SimpleNamespace(
+            getsitepackages=lambda: [str(site), *real_site.getsitepackages()],
+            getusersitepackages=real_site.getusersitepackages))
         misses["torch's version"] = _key(course, code=(code,))
     with monkeypatch.context() as patch:        # another C compiler first on PATH
         tools = tmp_path / "bin"
@@ -225,3 +231,17 @@ def test_a_copy_of_the_course_elsewhere_has_the_same_key(built_course, tmp_path)
     shutil.copytree(built_course[0].root, first.root)
     shutil.copytree(built_course[0].root, second.root)
     assert _key(first, masked=[first.root]) == _key(second, masked=[second.root])
+
+
+def test_the_key_is_the_same_in_another_process(built_course, tmp_path):
+    """Another run of the grader (another process, another hash seed: sets iterate in another order)
+    finds the verdict of the run before."""
+    course = Course(tmp_path / "course")
+    shutil.copytree(built_course[0].root, course.root)
+    program = ("import sys; from pathlib import Path; from grader.course import Course; "
+               "from grader.instructor.preflight import verdict_key; "
+               "print(verdict_key(Course(Path(sys.argv[1])), '00_welcome', sandboxed=True, "
+               "masked=[Path(sys.argv[1])], timeout=60, forked=True))")
+    keys = {subprocess.run([sys.executable, "-c", program, str(course.root)], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout.strip() for seed in (1, 2, 3)}
+    assert keys == {_key(course, masked=[course.root])}
