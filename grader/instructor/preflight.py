@@ -39,7 +39,7 @@ from pathlib import Path
 from ..worker import fork_client
 from ..course import Course
 from ..worker.compile_cache import WARM_UP_TIMEOUT, cache_path, cache_root, compiles, keep, run_solution, warm_cache
-from ..worker.sandbox import Sandbox, claim_uid
+from ..worker.sandbox import FIRST_UID, Sandbox, claim_uid
 from ..worker.solution_run import problem_of, solution_in_a_worker
 
 
@@ -105,8 +105,8 @@ def verdict_key(course: Course, assignment: str, *, sandboxed: bool, masked: lis
         "config": _digest(course.root, [config] if config.exists() else []),
         "code": [_digest(folder, sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts))
                  for folder in (code if code is not None else _course_code())],
-        "sandbox": Sandbox(Path(tempfile.gettempdir()) / "scratch", masked=list(masked),
-                           uid=claim_uid()).settings() if sandboxed else None,
+        "sandbox": Sandbox(Path(tempfile.gettempdir()) / "scratch", masked=list(masked),   # (any uid of its own
+                           uid=FIRST_UID if os.getuid() == 0 else None).settings() if sandboxed else None,  # as root)
         "forked": forked, "timeout": timeout,
         "python": [sys.executable, sys.version],
         "packages": _installed(),
