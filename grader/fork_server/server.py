@@ -1,7 +1,8 @@
 """Kernels forked from a warm process inside the sandbox (a fork server, or "zygote").
 
 Starting a kernel costs more than most notebooks' cells: a Python interpreter, ipykernel and
-IPython, then torch, numpy, matplotlib and nbformat, about 3 s of CPU, again for every learner.
+IPython, then torch, numpy, matplotlib (nbformat and nbgrader instead for notebook 00), about 3 s of
+CPU, again for every learner.
 A fork server pays it once per worker. It runs *inside* the worker's sandbox (bubblewrap, PID 1 of
 its namespace, with the sandbox's uid, limits and environment), imports all that, and then forks
 one kernel per submission on request: the kernel starts in milliseconds with everything loaded,
@@ -42,7 +43,8 @@ notebook that sets the variable gets a working interpreter (Triton reads it at e
 definition). With a GPU, nothing is set. Every kernel reseeds torch's and numpy's random generators
 (a fresh interpreter draws a random seed for torch; a fork would share the server's).
 
-Run as ``python -m grader.fork_server.server`` (by :class:`grader.worker.fork_client.ForkServer`, inside
+Run as ``python -m grader.fork_server.server [MODULE ...]`` (the MODULEs: what the batch's notebooks
+import besides, ``grader.worker.fork_client.ON_DEMAND``; by :class:`grader.worker.fork_client.ForkServer`, inside
 the worker's sandbox), this module is the server; the worker's side, which
 :class:`grader.worker.provisioner.GradingProvisioner` asks for a kernel, is :mod:`grader.worker.fork_client`.
 """
@@ -62,17 +64,18 @@ from typing import Iterator
 from ..files import empty
 
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"    # what ipykernel sets for matplotlib
-PRELOADED = ("ipykernel.kernelapp", "ipykernel.ipkernel", "matplotlib_inline.backend_inline", "torch", "numpy",
-             "einops", "matplotlib.pyplot", "nbformat", "nbgrader.utils", "tensorcraft", "grader.checks")
+PRELOADED = ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch", "numpy", "einops", "tensorcraft", "grader.checks")
+MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")   # a module named on the command line
 COMPILER = ("torch._dynamo", "torch.fx", "torch._functorch.aot_autograd")  # after _triton_for_the_interpreter
 TRITON_INTERPRET = "TRITON_INTERPRET"
 PR_SET_DUMPABLE = 4
 
 
-def serve() -> None:
-    """Import what kernels use (Dynamo and the checks too, warmed up), say ``ready``, then fork a
-    kernel for each request read on stdin (one JSON line: its command line) and answer with its pid.
-    Ends when stdin closes."""
+def serve(batch: list[str]) -> None:
+    """Import what kernels use (Dynamo and the checks too, warmed up) and the modules ``batch`` names
+    (what the notebooks of the batch import besides: ``grader.worker.fork_client.ON_DEMAND``), say
+    ``ready``, then fork a kernel for each request read on stdin (one JSON line: its command line)
+    and answer with its pid. Ends when stdin closes."""
     for name in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(name, signal.SIG_IGN)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)      # the system reaps the kernels: no zombies
@@ -81,7 +84,7 @@ def serve() -> None:
         del sys.path[0]                                 # as ipykernel_launcher does; the kernel adds "" back
     os.environ.setdefault("MPLBACKEND", INLINE_BACKEND)
     path = list(sys.path)
-    for module in PRELOADED:
+    for module in PRELOADED + tuple(m for m in batch if MODULE_NAME.fullmatch(m)):
         with contextlib.suppress(Exception):
             importlib.import_module(module)
     with _triton_for_the_interpreter():
@@ -208,4 +211,4 @@ def _become_kernel(arguments: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    serve()
+    serve(sys.argv[1:])

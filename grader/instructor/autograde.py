@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import multiprocessing
 import os
 import shutil
 import time
@@ -32,7 +31,7 @@ from nbgrader.utils import parse_utc
 from tqdm import tqdm
 
 from ..course import DEFAULT_COURSE, Course, put_python_scripts_on_path
-from ..worker.execute import Executed, execute_submission, start_fork_server, start_worker
+from ..worker.execute import Executed, execute_submission, start_fork_server, start_worker, worker_context
 from .export import CSV_NAME, lateness, write_csv
 from .feedback import feedback_exporter, stale_feedback, write_feedback
 from ..files import copy_atomically, write_atomically
@@ -40,6 +39,7 @@ from ..worker.job import GradingJob, nbgrader_resources
 from ..worker.compile_cache import masked_paths, warm_cache
 from ..worker.chains import cell_timeout, course_config, gradebook_writers, run
 from .preflight import check_solution
+from ..worker import fork_client
 from ..worker.sandbox import NoSandboxError, unavailable
 from .submissions import Submission, find_submissions
 from ..worker.timings import Timings
@@ -209,27 +209,29 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
     limit = timeout if timeout is not None else cell_timeout(course_config(_config_file(course)))
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     local = pool is None
-    with pool or ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                     initializer=start_worker) as pool:
+    batch = sorted({s.assignment for s in todo})
+    preload = fork_client.preload_for([course.source(a) for a in batch]) if confined else ()
+    with pool or ProcessPoolExecutor(workers, mp_context=worker_context(), initializer=start_worker,
+                                     initargs=(dict(os.environ),)) as pool:
         # the local workers start their fork servers; the preflight then runs in one of them, forked as a learner's
-        servers = ([pool.submit(start_fork_server, masked) for _ in range(workers)]
+        servers = ([pool.submit(start_fork_server, masked, preload) for _ in range(workers)]
                    if local and confined and todo else [])
         with timings.measure("preflight"):
             if preflight:           # a set-up that would grade everyone 0 stops here, before anyone is graded
                 try:
                     caches = {a: check_solution(course, a, sandboxed=confined, masked=list(masked), timeout=limit,
-                                                progress=progress, pool=pool if local else None)
-                              for a in sorted({s.assignment for s in todo})}
+                                                progress=progress, pool=pool if local else None, preload=preload)
+                              for a in batch}
                 except BaseException:
                     for server in servers:
                         server.cancel()
                     raise
             else:
-                caches = {a: warm_cache(course, a) for a in sorted({s.assignment for s in todo})} if confined else {}
+                caches = {a: warm_cache(course, a) for a in batch} if confined else {}
         grading = time.perf_counter()
         bar = tqdm(total=len(todo), desc="autograde", unit="notebook", disable=not progress or not todo)
         jobs = {GradingJob.of(course, s.learner, s.assignment, timeout=timeout, sandboxed=confined, masked=masked,
-                              compile_cache=caches.get(s.assignment)): s for s in todo}
+                              compile_cache=caches.get(s.assignment), preload=preload): s for s in todo}
         futures = {pool.submit(execute_submission, job): s for job, s in jobs.items()}
         try:
             for future in as_completed(futures):

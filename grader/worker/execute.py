@@ -185,9 +185,30 @@ class Executed:
     timings: dict[str, float] = field(default_factory=dict)    # seconds per step (``grader.worker.timings``)
 
 
-def start_worker() -> None:
-    """Pool initializer: Ctrl-C is left to the parent (it starts nothing more), so that the notebook
-    a worker runs ends normally, without tracebacks."""
+WORKER_MODULES = ("grader.worker.execute", "grader.worker.solution_run")   # what a local pool's worker runs
+
+
+def worker_context():
+    """The multiprocessing context of a local grading pool: its workers are forked from one process
+    that imported :data:`WORKER_MODULES` once (multiprocessing's "forkserver", started with the first
+    pool of the parent and kept for every pool after; not the kernels' fork server), instead of each
+    spawned worker importing nbgrader, nbclient and the rest again (1.1 CPU s a worker). That process
+    runs no thread and holds nothing of a batch; each worker takes the parent's environment as it is
+    when the pool starts (:func:`start_worker`)."""
+    import multiprocessing
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(WORKER_MODULES))
+    return context
+
+
+def start_worker(environment: dict[str, str] | None = None) -> None:
+    """Pool initializer: ``environment`` (the parent's, when the pool started) replaces the worker's,
+    which a worker forked by :func:`worker_context`'s process has from when that process started.
+    Ctrl-C is left to the parent (it starts nothing more), so that the notebook a worker runs ends
+    normally, without tracebacks."""
+    if environment is not None:
+        os.environ.clear()
+        os.environ.update(environment)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -211,7 +232,7 @@ def _confined(job: GradingJob, timings: Timings) -> Executed:
         return _execute(job, None)
     with contextlib.ExitStack() as stack:       # (its reset on exit counts in "worker total" only)
         with timings.measure("sandbox reset"):
-            sandbox = stack.enter_context(fork_client.sandbox_for_a_learner(list(job.masked), claim_uid()))
+            sandbox = stack.enter_context(fork_client.sandbox_for_a_learner(list(job.masked), claim_uid(), job.preload))
         _fill(sandbox, job.submitted, job.compile_cache, timings)
         return _execute(job, sandbox)
 
@@ -225,14 +246,14 @@ def _grading_environment():
         yield
 
 
-def start_fork_server(masked: tuple[Path, ...] = ()) -> float:
+def start_fork_server(masked: tuple[Path, ...] = (), preload: tuple[str, ...] = ()) -> float:
     """A pool task for the time the parent runs its preflight: start this worker's fork server (the
     one ``execute_submission`` will fork its kernels from, in the same sandbox and environment), so
     that its first learner does not wait for it. Returns the seconds it took (0.0: one was running)."""
     started = time.perf_counter()
     if not fork_client.enabled() or fork_client.running() is not None:
         return 0.0
-    with _grading_environment(), fork_client.sandbox_for_a_learner(list(masked), claim_uid()) as sandbox:
+    with _grading_environment(), fork_client.sandbox_for_a_learner(list(masked), claim_uid(), preload) as sandbox:
         sandbox.prepare()
         fork_client.server_for(sandbox)
     return time.perf_counter() - started

@@ -28,6 +28,7 @@ class GradingJob:
     sandboxed: bool = False                 # the kernel runs in a sandbox (``grader.worker.sandbox``)
     masked: tuple[Path, ...] = ()           # what that sandbox never shows
     compile_cache: Path | None = None       # the compiled code the sandbox starts with (``compile_cache``)
+    preload: tuple[str, ...] = ()           # what the worker's fork server imports for the batch (``fork_client.preload_for``)
 
     @classmethod
     def of(cls, course, learner: str, assignment: str, **settings) -> GradingJob:

@@ -97,6 +97,28 @@ class Sandbox:
                    **COMPILE_IN_THE_KERNEL)
         return env
 
+    def layout(self) -> tuple[list[Path], list[Path], list[Path]]:
+        """What the kernel sees of the file system: the folders bound read-only, the masked folders
+        inside them covered with empty ones, and what is readable inside a covered folder (the course
+        code in a checkout under /opt), bound again."""
+        readable = _system_paths() + _python_paths() + [p for p in self.readable if p.exists()]
+        masked = [p for p in self.masked + _checkouts() if p.exists()]
+        bound = _outermost(readable)
+        covered = _outermost([m for m in masked if any(_inside(m, b) and m != b for b in bound)])
+        rebound = _outermost([r for r in readable if any(_inside(r, c) and r != c for c in covered)])
+        return bound, covered, rebound
+
+    def settings(self) -> dict[str, object]:
+        """What a kernel in this sandbox sees, has and may do, whichever folder its scratch is and
+        whichever uid it runs as (one per worker process): two sandboxes with the same settings
+        run a notebook alike (``grader.instructor.preflight`` keys its verdicts on them). Masked
+        paths that no readable folder holds (a course directory under /tmp) change nothing here."""
+        scratch = str(self.scratch)
+        return {"layout": [sorted(str(p) for p in paths) for paths in self.layout()],   # (in any process's order)
+                "environment": {k: v.replace(scratch, "<scratch>") for k, v in sorted(self.environment().items())},
+                "limits": repr(self.limits), "own uid": self.uid is not None,
+                "devices": [str(p) for p in _nvidia_devices()]}
+
     def wrap(self, argv: list[str], as_pid_1: bool = False) -> list[str]:
         """``as_pid_1``: ``argv`` is the namespace's PID 1 (a fork server), with no init of bubblewrap's."""
         limits = self.limits
@@ -112,9 +134,7 @@ class Sandbox:
         command += ["--perms", "0755", "--tmpfs", "/", "--dev", "/dev", "--proc", "/proc",
                     "--perms", "1777", "--size", str(64 << 20), "--tmpfs", "/tmp"]
         made: set[Path] = {Path("/"), Path("/tmp")}
-        readable = _system_paths() + _python_paths() + [p for p in self.readable if p.exists()]
-        masked = [p for p in self.masked + _checkouts() if p.exists()]
-        bound = _outermost(readable)
+        bound, covered, rebound = self.layout()
         for path in bound:
             command += _parents(path, made)
             if path.is_symlink() and path.parent == Path("/"):       # /lib -> usr/lib on merged-/usr systems
@@ -123,13 +143,11 @@ class Sandbox:
                 command += ["--ro-bind", str(path), str(path)]
         for path in _nvidia_devices():
             command += ["--dev-bind", str(path), str(path)]
-        covered = _outermost([m for m in masked if any(_inside(m, b) and m != b for b in bound)])
         for path in covered:                # a readable folder holds it: cover it with an empty one
             made.update(path.parents)
             made.add(path)
             command += ["--tmpfs", str(path)]
-        # what is readable inside a covered folder (the course code in a checkout under /opt) is bound again
-        for path in _outermost([r for r in readable if any(_inside(r, c) and r != c for c in covered)]):
+        for path in rebound:
             command += _parents(path, made) + ["--ro-bind", str(path), str(path)]
         for path in covered:                # nothing can be written there (made read-only once filled)
             command += ["--remount-ro", str(path)]

@@ -52,13 +52,14 @@ def problem_of(notebook: NotebookNode, executor) -> str | None:
 
 
 def solution_in_a_worker(root: Path, assignment: str, masked: tuple[Path, ...], timeout: int,
-                         cache: Path | None, keep_as: Path | None) -> str | None:
+                         cache: Path | None, keep_as: Path | None, preload: tuple[str, ...] = ()) -> str | None:
     """A pool task: run the solution of ``assignment`` (course at ``root``) as this worker runs a
     learner's notebook: in its sandbox, starting with a copy of ``cache``, the kernel forked from its
     fork server. Returns why it does not score full marks (None: it does); with ``keep_as``, keeps
-    what it compiled there. The sandbox is emptied for the next learner on the way out."""
+    what it compiled there; ``preload``: the batch's (``fork_client.preload_for``). The sandbox is emptied
+    for the next learner on the way out."""
     source = Course(root).source(assignment)
-    with _grading_environment(), fork_client.sandbox_for_a_learner(list(masked), claim_uid()) as sandbox:
+    with _grading_environment(), fork_client.sandbox_for_a_learner(list(masked), claim_uid(), preload) as sandbox:
         _fill(sandbox, source, cache, Timings())
         executor = GuardedExecute(sandbox=sandbox, timeout=timeout, assignment=assignment, fork=True)
         notebook, _ = executor.preprocess(nbformat.read(source, as_version=4),

@@ -70,12 +70,12 @@ class SolutionRuns:
         return source, sandboxed, str(compile_cache.cache_root())
 
     def __call__(self, course: Course, assignment: str, *, sandboxed: bool, masked, timeout: int, progress: bool = False,
-                 pool=None):
+                 pool=None, preload=()):
         key = self.key(course, assignment, sandboxed)
         if self.enabled and key in self.passed and (self.passed[key] is None or self.passed[key].is_dir()):
             return self.passed[key]
         kept = self.real(course, assignment, sandboxed=sandboxed, masked=masked, timeout=timeout, progress=progress,
-                         pool=pool)
+                         pool=pool, preload=preload)
         self.passed[key] = kept
         return kept
 
@@ -108,8 +108,10 @@ def solution_runs():
 
 
 @pytest.fixture
-def real_preflight(solution_runs):
-    """For the tests of the preflight itself: every solution runs, whatever ran before."""
+def real_preflight(solution_runs, monkeypatch):
+    """For the tests of the preflight itself: every solution runs, whatever ran before (in this
+    session, or in an earlier one that left a passing verdict with the same key)."""
+    monkeypatch.setenv("TENSORCRAFT_PREFLIGHT", "always")
     solution_runs.enabled = False
     try:
         yield

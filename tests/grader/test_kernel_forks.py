@@ -74,11 +74,11 @@ print(json.dumps({
 '''
 
 
-def _run(sources: list[str], fork: bool, timeout: int = 60):
+def _run(sources: list[str], fork: bool, timeout: int = 60, preload: tuple[str, ...] = ()):
     """Cells run as one learner's notebook in this thread's fork-server sandbox (or in a sandbox of
     their own, ``fork=False``): what each printed, read as JSON where it printed JSON."""
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
-    with fork_client.sandbox_for_a_learner([], claim_uid()) as box:
+    with fork_client.sandbox_for_a_learner([], claim_uid(), preload) as box:
         box.prepare()
         executor = GuardedExecute(sandbox=box, fork=fork, timeout=timeout, kernel_name="python3")
         notebook, _ = executor.preprocess(notebook, {"metadata": {"path": str(box.scratch)}})
@@ -117,6 +117,25 @@ def test_a_forked_kernel_finds_dynamo_loaded_and_nothing_left_of_the_servers_war
               " 'counters': {k: dict(v) for k, v in counters.items() if v}}))")
     (forked,), _ = _run([source], fork=True)
     assert forked == {"loaded": True, "interpret": os.environ.get("TRITON_INTERPRET"), "counters": {}}
+
+
+def test_the_batch_decides_whether_the_server_imports_nbformat_nbgrader_and_matplotlib():
+    """Only notebook 00 imports nbformat and nbgrader (its demo of nbgrader's rule), every notebook but
+    00 matplotlib: a server imports those its batch's notebooks import, once for every kernel."""
+    from grader.course import NOTEBOOKS
+    grading, plotting = ("nbformat", "nbgrader.utils"), ("matplotlib_inline.backend_inline", "matplotlib.pyplot")
+    assert fork_client.preload_for([NOTEBOOKS / "00_welcome.ipynb"]) == grading
+    assert fork_client.preload_for([NOTEBOOKS / "07_graph_capture.ipynb"]) == plotting
+    assert set(fork_client.preload_for([NOTEBOOKS / "07_graph_capture.ipynb", NOTEBOOKS / "00_welcome.ipynb"])) \
+        == {*grading, *plotting}
+    source = ("import json, sys\nprint(json.dumps({m: m in sys.modules for m in "
+              "('nbformat', 'nbgrader.utils', 'matplotlib.pyplot')}))")
+    (plain,), _ = _run([source], fork=True)
+    assert plain == {"nbformat": False, "nbgrader.utils": False, "matplotlib.pyplot": False}
+    (loaded,), _ = _run([source], fork=True, preload=grading)
+    assert loaded == {"nbformat": True, "nbgrader.utils": True, "matplotlib.pyplot": False}
+    (again,), _ = _run([source], fork=True)         # another batch: another server
+    assert again == plain
 
 
 def test_learners_who_share_a_server_cannot_reach_each_other_or_the_server():

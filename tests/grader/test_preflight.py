@@ -1,7 +1,11 @@
 """A broken set-up stops autograde before any learner is graded, saying why in one line, instead of
 grading the whole class 0; `grader check` says the cause in one line too."""
 import importlib.util
+import os
 import shutil
+import subprocess
+import sys
+import types
 from pathlib import Path
 
 import nbformat
@@ -120,3 +124,124 @@ def test_shortfall_is_none_for_full_marks_and_names_the_first_error_otherwise(bu
     source.cells[graded[-1]].outputs = [nbformat.v4.new_output("error", ename="AssertionError",
                                                                evalue="check_x: 1 of 2 groups failed", traceback=[])]
     assert f"cell {graded[-1] + 1}" in shortfall(source) and "AssertionError" in shortfall(source)
+
+
+# ---------------------------------------------------------------- a passing run's verdict, reused
+
+def _key(course, **changes):
+    settings = dict(sandboxed=True, masked=[course.root], timeout=60, forked=True)
+    return preflight.verdict_key(course, "00_welcome", **{**settings, **changes})
+
+
+def test_every_change_a_verdict_depends_on_misses_the_key(built_course, tmp_path, monkeypatch):
+    course = Course(tmp_path / "course")
+    shutil.copytree(built_course[0].root, course.root)
+    code = tmp_path / "code"
+    shutil.copytree(Path(preflight.__file__).parent, code / "instructor")
+    before = _key(course, code=(code,))
+    assert _key(course, code=(code,)) == before, "the key is not stable"
+    assert _key(course, code=(code,), masked=[tmp_path / "elsewhere"]) == before, \
+        "a masked folder that no readable folder holds changes what no kernel sees"
+    misses = {}
+    source = course.source("00_welcome")
+    original = source.read_bytes()
+    source.write_bytes(original.replace(b"def outer(a, b):", b"def outer(a, b):  # edited", 1))
+    misses["the notebook"] = _key(course, code=(code,))
+    source.write_bytes(original)
+    config = course.root / "nbgrader_config.py"
+    saved = config.read_text()
+    config.write_text(saved + "\nc.Execute.timeout = 7\n")
+    misses["the nbgrader config"] = _key(course, code=(code,))
+    config.write_text(saved)
+    (code / "instructor" / "preflight.py").write_text("# edited\n")
+    misses["a file of the course code"] = _key(course, code=(code,))
+    shutil.rmtree(code / "instructor")
+    shutil.copytree(Path(preflight.__file__).parent, code / "instructor")
+    assert _key(course, code=(code,)) == before
+    misses["the time limit"] = _key(course, code=(code,), timeout=61)
+    misses["forked or not"] = _key(course, code=(code,), forked=False)
+    misses["sandboxed or not"] = _key(course, code=(code,), sandboxed=False)
+    with monkeypatch.context() as patch:        # a masked folder inside one the kernel reads: the view changes
+        patch.setattr(sandbox_module, "_checkouts", lambda: [])
+        misses["the sandbox's view"] = _key(course, code=(code,), masked=[Path(preflight.__file__).parent])
+    with monkeypatch.context() as patch:
+        patch.setattr(sandbox_module.Limits, "__init__", _smaller_limits)
+        misses["the sandbox's limits"] = _key(course, code=(code,))
+    with monkeypatch.context() as patch:        # torch upgraded (another install of it found first)
+        site = tmp_path / "site"
+        (site / "torch-99.0.dist-info").mkdir(parents=True)
+        (site / "torch-99.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 99.0\n")
+        real_site = preflight.site           # (the installed packages only, not what the sandbox binds)
+        patch.setattr(preflight, "site", types.SimpleNamespace(
+            getsitepackages=lambda: [str(site), *real_site.getsitepackages()],
+            getusersitepackages=real_site.getusersitepackages))
+        misses["torch's version"] = _key(course, code=(code,))
+    with monkeypatch.context() as patch:        # another C compiler first on PATH
+        tools = tmp_path / "bin"
+        tools.mkdir()
+        (tools / "cc").write_text("#!/bin/sh\n")
+        (tools / "cc").chmod(0o755)
+        patch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
+        misses["the C compiler"] = _key(course, code=(code,))
+    assert _key(course, code=(code,)) == before
+    for change, key in misses.items():
+        assert key != before, f"{change} changed, and the key did not"
+    assert len(set(misses.values())) == len(misses)
+
+
+_real_limits_init = sandbox_module.Limits.__init__
+
+
+def _smaller_limits(self, *args, **kwargs):
+    _real_limits_init(self, *args, **kwargs)
+    object.__setattr__(self, "memory_bytes", self.memory_bytes // 2)
+
+
+def test_a_passing_run_is_remembered_and_a_failing_one_is_not(built_course, tmp_path, monkeypatch):
+    course = Course(tmp_path / "course")
+    shutil.copytree(built_course[0].root, course.root)
+    monkeypatch.setenv("TENSORCRAFT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(preflight.RERUN, raising=False)
+    runs, verdicts = [], ["it scores 0/3", None, None, None]
+
+    def run_here(*args):
+        runs.append(args)
+        return verdicts[len(runs) - 1]
+
+    monkeypatch.setattr(preflight, "_solution_here", run_here)
+    check = lambda timeout=60: preflight.check_solution(course, "00_welcome", sandboxed=False, masked=[],  # noqa: E731
+                                                        timeout=timeout)
+    with pytest.raises(SetupError):
+        check()
+    check()                         # runs again: the failure was not remembered
+    assert len(runs) == 2
+    check()                         # the same key: the passing run's verdict stands
+    assert len(runs) == 2
+    monkeypatch.setenv(preflight.RERUN, "always")
+    check()
+    assert len(runs) == 3
+    monkeypatch.delenv(preflight.RERUN)
+    check(timeout=500)              # another key (a longer limit): the solution runs
+    assert len(runs) == 4
+
+
+def test_a_copy_of_the_course_elsewhere_has_the_same_key(built_course, tmp_path):
+    """A rebuild or a copy (the benchmark's fresh course per batch) is the same course: its path is no part of the key."""
+    first, second = Course(tmp_path / "first"), Course(tmp_path / "elsewhere" / "second")
+    shutil.copytree(built_course[0].root, first.root)
+    shutil.copytree(built_course[0].root, second.root)
+    assert _key(first, masked=[first.root]) == _key(second, masked=[second.root])
+
+
+def test_the_key_is_the_same_in_another_process(built_course, tmp_path):
+    """Another run of the grader (another process, another hash seed: sets iterate in another order)
+    finds the verdict of the run before."""
+    course = Course(tmp_path / "course")
+    shutil.copytree(built_course[0].root, course.root)
+    program = ("import sys; from pathlib import Path; from grader.course import Course; "
+               "from grader.instructor.preflight import verdict_key; "
+               "print(verdict_key(Course(Path(sys.argv[1])), '00_welcome', sandboxed=True, "
+               "masked=[Path(sys.argv[1])], timeout=60, forked=True))")
+    keys = {subprocess.run([sys.executable, "-c", program, str(course.root)], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout.strip() for seed in (1, 2, 3)}
+    assert keys == {_key(course, masked=[course.root])}
