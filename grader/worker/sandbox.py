@@ -42,6 +42,12 @@ INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubble
 
 
 CACHE = ".cache"        # under the scratch folder: compiled code (inductor, triton, tensorcraft's C)
+# How a kernel compiles, part of the key of the kept compiled code (compile_cache.cache_path). Inductor's
+# precompiled C++ header lives in $TMPDIR (not its cache folder), which every learner's sandbox empties:
+# with it on, a learner whose compile hits the prefilled cache still preprocesses and precompiles the
+# header again (8-10 CPU s in notebook 10's cell); off, the hit compiles nothing, and a cold compile is
+# no slower for the few kernels a notebook makes. The header decides no result, only compile time.
+COMPILE_SETTINGS = {"TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS": "0"}
 
 
 @dataclass(frozen=True)
@@ -89,7 +95,8 @@ class Sandbox:
                    PYTHONDONTWRITEBYTECODE="1", TENSORCRAFT_PROGRESS="off", JUPYTER_PLATFORM_DIRS="1",
                    JUPYTER_RUNTIME_DIR=scratch, XDG_CACHE_HOME=f"{scratch}/{CACHE}",
                    TORCHINDUCTOR_CACHE_DIR=f"{scratch}/{CACHE}/torchinductor", TRITON_CACHE_DIR=f"{scratch}/{CACHE}/triton",
-                   TENSORCRAFT_CACHE_DIR=f"{scratch}/{CACHE}/tensorcraft", USER="learner", LOGNAME="learner")
+                   TENSORCRAFT_CACHE_DIR=f"{scratch}/{CACHE}/tensorcraft", USER="learner", LOGNAME="learner",
+                   **COMPILE_SETTINGS)
         return env
 
     def wrap(self, argv: list[str], as_pid_1: bool = False) -> list[str]:
