@@ -218,6 +218,14 @@ def test_the_kept_cache_is_named_by_the_sandbox_compile_settings_too(tmp_path, m
     assert sandbox_module.COMPILE_SETTINGS.items() <= _sandbox(tmp_path, "box").environment().items()
 
 
+def test_a_kernels_openmp_threads_sleep_between_regions_unless_the_instructor_says_otherwise(tmp_path, monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    box = Sandbox(tmp_path / "scratch")
+    assert box.environment()["OMP_WAIT_POLICY"] == "passive"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "active")
+    assert box.environment()["OMP_WAIT_POLICY"] == "active"
+
+
 def test_the_kept_cache_of_another_version_of_a_notebook_goes_once_unused_for_a_month(tmp_path, monkeypatch):
     import time
 
