@@ -1,6 +1,7 @@
 """Ground truths computed once per grading worker, not once per learner.
 
-Some exercises' ground truth is costly (notebook 07's: Dynamo compiles each case's program) and the
+Some exercises' ground truth is costly (notebook 07's: Dynamo compiles each case's program; 08, 09 and
+11's: the library's compiler passes and stages, tenths of a CPU second per check in a kernel) and the
 same for every learner on the public cases. An exercise with ``truth_once=True`` lets the grading
 fork server (``grader.fork_server.server``) compute its public cases' truths once, before it forks the
 first kernel for that notebook (:func:`remember`); every kernel forked after inherits them, and

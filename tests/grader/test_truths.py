@@ -58,6 +58,32 @@ def test_kept_truths_are_dynamos_answers_on_every_public_case():
                 assert kept == computed
 
 
+def _truth_once_exercises():
+    import importlib
+    for notebook in ("nb08_graph_passes", "nb09_fusion_memory", "nb11_capstone"):
+        module = importlib.import_module(f"grader.checks.{notebook}")
+        yield from (exercise for exercise in module.EXERCISES.values() if exercise.truth_once)
+
+
+@pytest.mark.parametrize("exercise", list(_truth_once_exercises()), ids=lambda e: e.id)
+def test_the_truths_kept_for_the_compiler_notebooks_are_their_references_answers_on_fresh_cases(exercise):
+    """Kept in the fork server from its own cases, recalled in a kernel for the cases the kernel makes
+    anew: every public case is found, equal to what its reference computes there, and two cases whose
+    truths differ never share a key (a case that changed finds another truth or none, never a stale one)."""
+    from grader.checks.compare import mismatch
+    assert truths.remember(exercise) == len([c for c in _public_cases(exercise) if c.raises is None])
+    fresh = [case for case in _public_cases(exercise) if case.raises is None]
+    answers = {}
+    for case in fresh:
+        kept = truths.recall(exercise, case.args)
+        assert kept is not truths.MISSING, f"{exercise.id}: {case.note or case.args!r} found no kept truth"
+        computed = exercise.reference(*case.args)
+        assert mismatch(computed, kept) is None
+        key = truths.key(exercise, case.args)
+        assert key not in answers or mismatch(answers[key], computed) is None
+        answers[key] = computed
+
+
 def test_a_changed_case_finds_no_truth():
     truths.remember(INPUT_GUARD)
     (calls,) = _public_cases(INPUT_GUARD)[0].args
