@@ -73,12 +73,16 @@ print(json.dumps({
 '''
 
 
-def _run(sources: list[str], fork: bool, timeout: int = 60):
+def _run(sources: list[str], fork: bool, timeout: int = 60, prefilled: dict[str, str] | None = None):
     """Cells run as one learner's notebook in this thread's fork-server sandbox (or in a sandbox of
-    their own, ``fork=False``): what each printed, read as JSON where it printed JSON."""
+    their own, ``fork=False``), its scratch folder holding ``prefilled`` (path: text) as a prefilled
+    cache would: what each printed, read as JSON where it printed JSON."""
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
     with fork_client.sandbox_for_a_learner([], claim_uid()) as box:
         box.prepare()
+        for path, text in (prefilled or {}).items():
+            (box.scratch / path).parent.mkdir(parents=True, exist_ok=True)
+            (box.scratch / path).write_text(text)
         executor = GuardedExecute(sandbox=box, fork=fork, timeout=timeout, kernel_name="python3")
         notebook, _ = executor.preprocess(notebook, {"metadata": {"path": str(box.scratch)}})
     printed = []
@@ -115,6 +119,29 @@ def test_a_forked_kernel_finds_dynamo_loaded_and_nothing_left_of_the_servers_war
               " 'counters': {k: dict(v) for k, v in counters.items() if v}}))")
     (forked,), _ = _run([source], fork=True)
     assert forked == {"loaded": True, "interpret": os.environ.get("TRITON_INTERPRET"), "counters": {}}
+
+
+def test_where_learners_find_inductor_graphs_prefilled_the_server_loads_inductor_for_the_kernels_after():
+    """grader.fork_server.server._warm_inductor: once the server has forked a kernel whose prefilled
+    cache holds Inductor graphs, the kernels it forks after find Inductor's compiler loaded and its keys computed."""
+    source = ("import json, sys, time\nloaded = 'torch._inductor.compile_fx' in sys.modules\n"
+              "from torch._inductor import codecache\nstart = time.process_time()\n"
+              "codecache.torch_key(); codecache.triton_key()\n"
+              "print(json.dumps({'loaded': loaded, 'keys_s': time.process_time() - start}))")
+    graphs = {".cache/torchinductor/fxgraph/ab/entry": "a graph the solution compiled"}
+    _run([source], fork=True, prefilled=graphs)
+    (after,), _ = _run([source], fork=True, prefilled=graphs)
+    assert after["loaded"]
+    assert after["keys_s"] < 0.05, "the kernel hashed torch's and Triton's sources again"
+
+
+def test_a_cache_folder_holds_inductor_graphs_only_with_an_entry_under_fxgraph(tmp_path):
+    from grader.checks.dynamo import holds_inductor_graphs
+    assert not holds_inductor_graphs(None) and not holds_inductor_graphs(str(tmp_path))
+    (tmp_path / "fxgraph").mkdir()
+    assert not holds_inductor_graphs(str(tmp_path))
+    (tmp_path / "fxgraph" / "ab").mkdir()
+    assert holds_inductor_graphs(str(tmp_path))
 
 
 def test_learners_who_share_a_server_cannot_reach_each_other_or_the_server():
