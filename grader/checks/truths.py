@@ -87,11 +87,14 @@ def recall(exercise: "Exercise", args: tuple) -> Any:
 
 def remember(exercise: "Exercise") -> int:
     """Compute and keep the truths of the exercise's public cases on the CPU (not its error cases);
-    returns how many are kept. The random generators are left as they were."""
+    returns how many are kept. The random generators are left as they were. One thread: where a
+    process has run an OpenMP parallel region, a process it forks hangs in its first one (GNU
+    OpenMP's threads do not survive a fork), and the fork server forks every kernel after this."""
     global _known
     from .devices import clone, to_device
     found = []
-    state = torch.random.get_rng_state()
+    state, threads = torch.random.get_rng_state(), torch.get_num_threads()
+    torch.set_num_threads(1)    # no OpenMP thread pool in the fork server: a kernel forked after one hangs
     try:
         for group in exercise.public():
             for case in group.cases:
@@ -105,6 +108,7 @@ def remember(exercise: "Exercise") -> int:
                     continue
     finally:
         torch.random.set_rng_state(state)
+        torch.set_num_threads(threads)
     _known = _known + tuple(found)
     return len(found)
 
