@@ -241,6 +241,7 @@ DCE = Exercise(
     call=_dce_in_the_pipeline,
     show=lambda program, inputs: repr(program),
     parts=("the compiled program's results", "the calls left (torch.fx's DCE keeps these)", "the number of inputs left"),
+    truth_once=True,           # the library's pass on each public case: computed once per grading worker (checks/truths.py)
 )
 
 
@@ -375,6 +376,7 @@ CSE = Exercise(
     call=_cse_in_the_pipeline,
     show=lambda program, inputs, against_fx: repr(program),
     parts=("the compiled program's results", "the results that share memory", "the calls left (torch.fx's CSEPass keeps these)"),
+    truth_once=True,           # the library's pass on each public case: computed once per grading worker (checks/truths.py)
 )
 
 
@@ -601,6 +603,7 @@ FOLD = Exercise(
     call=_fold_in_the_pipeline,
     show=lambda program, seed, mode, x: program.show((x,)),
     parts=("the compiled model's results",),
+    truth_once=True,           # the library's pass on each public case: computed once per grading worker (checks/truths.py)
 )
 
 
@@ -732,6 +735,7 @@ FOLD_CONV_BN = Exercise(
                                  "(weight's first axis); reshape it to (out, 1, 1, 1) to scale the weight"},
     call=_fold_conv_bn_in_the_pipeline,
     on_meta=_bn_meta,
+    truth_once=True,           # the library's pass on each public case: computed once per grading worker (checks/truths.py)
 )
 
 

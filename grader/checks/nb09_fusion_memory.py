@@ -285,6 +285,7 @@ GROUP_FUSIBLE = Exercise(
     call=_run_with_grouping,
     show=show_program,
     parts=("the compiled program's results", "the number of ops the compiled program runs"),
+    truth_once=True,           # the library's stage on each public case: computed once per grading worker (checks/truths.py)
 )
 
 
@@ -376,6 +377,7 @@ STORAGE_LIFETIMES = Exercise(
     call=_run_with_lifetimes,
     show=show_program,
     parts=("the compiled program's results", "the last step of each storage ('name: step')"),
+    truth_once=True,           # the library's stage on each public case: computed once per grading worker (checks/truths.py)
 )
 
 
@@ -576,6 +578,7 @@ PLAN_MEMORY = Exercise(
     show=show_program,
     parts=("the compiled program's results", "the slots of your plan", "the planned peak"),
     on_meta=_plan_meta,
+    truth_once=True,           # the library's stage on each public case: computed once per grading worker (checks/truths.py)
 )
 
 

@@ -152,6 +152,7 @@ ATTENTION = Exercise(
     },
     call=_attention_with_tc_einsum,
     on_meta=_attention_meta,
+    truth_once=True,           # each public case's reference: computed once per grading worker (checks/truths.py)
 )
 
 
@@ -280,6 +281,7 @@ BLOCK = Exercise(
         NotImplementedError: "your block calls your attention, which is not written yet: write attention first",
     },
     call=_run_learners_block,
+    truth_once=True,           # each public case's reference: computed once per grading worker (checks/truths.py)
 )
 
 
@@ -463,6 +465,7 @@ MERGE_VIEWS = Exercise(
                       "node's shape (node.shape), a merged permute the composed order",
     },
     call=_through_the_pipeline,
+    truth_once=True,           # each public case's reference: computed once per grading worker (checks/truths.py)
 )
 
 
@@ -591,6 +594,7 @@ MAKE_PIPELINE = Exercise(
     extra_hints={ValueError: "a name in your list is not a pass: the names are 'conv_bn', 'constant_folding', "
                              "'decompose', 'views', 'cse', 'dce', 'fusion'"},
     call=_compile_with_the_learners_pipeline,
+    truth_once=True,           # each public case's reference: computed once per grading worker (checks/truths.py)
 )
 
 

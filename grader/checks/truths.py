@@ -1,6 +1,7 @@
 """Ground truths computed once per grading worker, not once per learner.
 
-Some exercises' ground truth is costly (notebook 07's: Dynamo compiles each case's program) and the
+Some exercises' ground truth is costly (notebook 07's: Dynamo compiles each case's program; 08, 09 and
+11's: the library's compiler passes and stages, tenths of a CPU second per check in a kernel) and the
 same for every learner on the public cases. An exercise with ``truth_once=True`` lets the grading
 fork server (``grader.fork_server.server``) compute its public cases' truths once, before it forks the
 first kernel for that notebook (:func:`remember`); every kernel forked after inherits them, and
@@ -86,11 +87,14 @@ def recall(exercise: "Exercise", args: tuple) -> Any:
 
 def remember(exercise: "Exercise") -> int:
     """Compute and keep the truths of the exercise's public cases on the CPU (not its error cases);
-    returns how many are kept. The random generators are left as they were."""
+    returns how many are kept. The random generators are left as they were. One thread: where a
+    process has run an OpenMP parallel region, a process it forks hangs in its first one (GNU
+    OpenMP's threads do not survive a fork), and the fork server forks every kernel after this."""
     global _known
     from .devices import clone, to_device
     found = []
-    state = torch.random.get_rng_state()
+    state, threads = torch.random.get_rng_state(), torch.get_num_threads()
+    torch.set_num_threads(1)    # no OpenMP thread pool in the fork server: a kernel forked after one hangs
     try:
         for group in exercise.public():
             for case in group.cases:
@@ -104,6 +108,7 @@ def remember(exercise: "Exercise") -> int:
                     continue
     finally:
         torch.random.set_rng_state(state)
+        torch.set_num_threads(threads)
     _known = _known + tuple(found)
     return len(found)
 

@@ -10,8 +10,8 @@ what one notebook writes to its cache reaches no other learner and not the kept 
 
 The kept caches live in tensorcraft's cache folder (``$TENSORCRAFT_CACHE_DIR``, else
 ``~/.cache/tensorcraft``, as for the C backend), under ``grading-compiled/``, named by a hash of the
-solution notebook and torch's version: one run serves every course directory built from the same
-notebook (a rebuild, a copy), and a changed notebook or another torch gets a fresh one; the cache of
+solution notebook, torch's version and the sandbox's compile settings: one run serves every course directory built
+from the same notebook (a rebuild, a copy), and a changed notebook, torch or setting gets a fresh one; the cache of
 another version of the same notebook is deleted once it has gone unused for a month. Only the
 grader writes there; no sandbox sees it. A notebook that calls no compiler is not run (it would
 keep nothing worth its time).
@@ -31,7 +31,7 @@ import nbformat
 from ..course import Course
 from .chains import course_config, exchange_root
 from .execute import GuardedExecute, prefill
-from .sandbox import CACHE, Sandbox, claim_uid
+from .sandbox import CACHE, COMPILE_SETTINGS, Sandbox, claim_uid
 
 FOLDER = "grading-compiled"  # under tensorcraft's cache folder
 WARM_UP_TIMEOUT = 600       # seconds a cell of the solution may take while it compiles from nothing
@@ -44,8 +44,11 @@ def cache_root() -> Path:
 
 
 def cache_path(course: Course, assignment: str) -> Path:
+    """Named by the solution, torch's version and how a sandbox compiles (``sandbox.COMPILE_SETTINGS``,
+    part of Inductor's keys): a change of any makes a new cache, never a stale or missing one."""
     import torch
-    digest = hashlib.sha256(course.source(assignment).read_bytes() + torch.__version__.encode()).hexdigest()
+    settings = repr(sorted(COMPILE_SETTINGS.items())).encode()
+    digest = hashlib.sha256(course.source(assignment).read_bytes() + torch.__version__.encode() + settings).hexdigest()
     return cache_root() / f"{assignment}-{digest[:16]}"
 
 

@@ -74,12 +74,17 @@ print(json.dumps({
 '''
 
 
-def _run(sources: list[str], fork: bool, timeout: int = 60, preload: tuple[str, ...] = ()):
+def _run(sources: list[str], fork: bool, timeout: int = 60, preload: tuple[str, ...] = (),
+         prefilled: dict[str, str] | None = None):
     """Cells run as one learner's notebook in this thread's fork-server sandbox (or in a sandbox of
-    their own, ``fork=False``): what each printed, read as JSON where it printed JSON."""
+    their own, ``fork=False``), its scratch folder holding ``prefilled`` (path: text) as a prefilled
+    cache would: what each printed, read as JSON where it printed JSON."""
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
     with fork_client.sandbox_for_a_learner([], claim_uid(), preload) as box:
         box.prepare()
+        for path, text in (prefilled or {}).items():
+            (box.scratch / path).parent.mkdir(parents=True, exist_ok=True)
+            (box.scratch / path).write_text(text)
         executor = GuardedExecute(sandbox=box, fork=fork, timeout=timeout, kernel_name="python3")
         notebook, _ = executor.preprocess(notebook, {"metadata": {"path": str(box.scratch)}})
     printed = []
@@ -136,6 +141,31 @@ def test_the_batch_decides_whether_the_server_imports_nbformat_nbgrader_and_matp
     assert loaded == {"nbformat": True, "nbgrader.utils": True, "matplotlib.pyplot": False}
     (again,), _ = _run([source], fork=True)         # another batch: another server
     assert again == plain
+
+
+def test_where_learners_find_inductor_graphs_prefilled_the_server_loads_inductor_for_the_kernels_after():
+    """grader.fork_server.server._warm_inductor: once the server has forked a kernel whose prefilled
+    cache holds Inductor graphs, the kernels it forks after find Inductor's compiler loaded and its keys computed."""
+    source = ("import json, sys\nloaded = 'torch._inductor.compile_fx' in sys.modules\n"
+              "from torch._inductor import codecache\n"
+              "def kept(key):   # torch's prefetchable_cache holds the computed key in its closure\n"
+              "    cells = dict(zip(key.__code__.co_freevars, key.__closure__))\n"
+              "    return cells['_cache'].cell_contents is not key.__globals__['_cache_sentinel']\n"
+              "print(json.dumps({'loaded': loaded, 'keys_kept': kept(codecache.torch_key) and kept(codecache.triton_key)}))")
+    graphs = {".cache/torchinductor/fxgraph/ab/entry": "a graph the solution compiled"}
+    _run([source], fork=True, prefilled=graphs)
+    (after,), _ = _run([source], fork=True, prefilled=graphs)
+    assert after["loaded"]
+    assert after["keys_kept"], "the kernel must hash torch's and Triton's sources again"
+
+
+def test_a_cache_folder_holds_inductor_graphs_only_with_an_entry_under_fxgraph(tmp_path):
+    from grader.checks.dynamo import holds_inductor_graphs
+    assert not holds_inductor_graphs(None) and not holds_inductor_graphs(str(tmp_path))
+    (tmp_path / "fxgraph").mkdir()
+    assert not holds_inductor_graphs(str(tmp_path))
+    (tmp_path / "fxgraph" / "ab").mkdir()
+    assert holds_inductor_graphs(str(tmp_path))
 
 
 def test_learners_who_share_a_server_cannot_reach_each_other_or_the_server():

@@ -170,6 +170,62 @@ def test_every_sandbox_starts_with_its_own_copy_of_the_code_the_solution_compile
     assert compile_cache.warm_cache(course, "demo") == kept        # made once, found after
 
 
+INDUCTOR_COMPILES = ("import torch\n"
+                     "def chain(x):\n    return (x * 3 + 1).relu()\n"
+                     "torch.compile(chain)(torch.randn(4, 5))")
+
+
+@needs_sandbox
+def test_a_learner_whose_inductor_compile_hits_the_prefilled_cache_builds_no_cpp(tmp_path, monkeypatch):
+    """Inside the sandbox, not only outside: Inductor finds the solution's graph (``fxgraph_cache_hit``)
+    and runs the C++ compiler not once (no kernel, no precompiled header: ``sandbox.COMPILE_SETTINGS``)."""
+    import nbformat
+
+    from grader.worker import compile_cache
+    from grader.worker.execute import prefill
+    monkeypatch.setenv("TENSORCRAFT_CACHE_DIR", str(tmp_path / "kept"))
+    course = Course(tmp_path / "course")
+    course.source("demo").parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(INDUCTOR_COMPILES)]), course.source("demo"))
+    kept = compile_cache.warm_cache(course, "demo")
+    assert kept is not None and list(kept.rglob("fxgraph/**/*")), "the solution's run kept no Inductor graph"
+
+    box = _sandbox(tmp_path, "learner")
+    prefill(kept, box)
+    counting = ("from torch._inductor import cpp_builder\n"
+                "from torch._dynamo.utils import counters\n"
+                "built, build = [], cpp_builder.CppBuilder.build\n"
+                "cpp_builder.CppBuilder.build = lambda self: (built.append(self), build(self))[1]\n")
+    notebook, _ = _run_cells(box, [counting + INDUCTOR_COMPILES + "\nprint(counters['inductor']['fxgraph_cache_hit'], len(built))"],
+                             timeout=300)
+    hits, builds = notebook.cells[0].outputs[-1].text.split()
+    assert hits == "1", "the learner's Inductor compile missed the prefilled cache"
+    assert builds == "0", "the learner's kernel ran the C++ compiler although its compile hit the cache"
+
+
+def test_the_kept_cache_is_named_by_the_sandbox_compile_settings_too(tmp_path, monkeypatch):
+    """Inductor's keys hold its settings: a kept cache made under other settings would miss for every learner."""
+    import nbformat
+
+    from grader.worker import compile_cache
+    monkeypatch.setenv("TENSORCRAFT_CACHE_DIR", str(tmp_path / "kept"))
+    course = Course(tmp_path / "course")
+    course.source("demo").parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(COMPILES)]), course.source("demo"))
+    now = compile_cache.cache_path(course, "demo")
+    monkeypatch.setitem(compile_cache.COMPILE_SETTINGS, "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS", "1")
+    assert compile_cache.cache_path(course, "demo") != now
+    assert sandbox_module.COMPILE_SETTINGS.items() <= _sandbox(tmp_path, "box").environment().items()
+
+
+def test_a_kernels_openmp_threads_sleep_between_regions_unless_the_instructor_says_otherwise(tmp_path, monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    box = Sandbox(tmp_path / "scratch")
+    assert box.environment()["OMP_WAIT_POLICY"] == "passive"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "active")
+    assert box.environment()["OMP_WAIT_POLICY"] == "active"
+
+
 def test_the_kept_cache_of_another_version_of_a_notebook_goes_once_unused_for_a_month(tmp_path, monkeypatch):
     import time
 

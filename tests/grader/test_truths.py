@@ -58,6 +58,62 @@ def test_kept_truths_are_dynamos_answers_on_every_public_case():
                 assert kept == computed
 
 
+def _truth_once_exercises():
+    import importlib
+    for notebook in ("nb08_graph_passes", "nb09_fusion_memory", "nb11_capstone"):
+        module = importlib.import_module(f"grader.checks.{notebook}")
+        yield from (exercise for exercise in module.EXERCISES.values() if exercise.truth_once)
+
+
+@pytest.mark.parametrize("exercise", list(_truth_once_exercises()), ids=lambda e: e.id)
+def test_the_truths_kept_for_the_compiler_notebooks_are_their_references_answers_on_fresh_cases(exercise):
+    """Kept in the fork server from its own cases, recalled in a kernel for the cases the kernel makes
+    anew: every public case is found, equal to what its reference computes there, and two cases whose
+    truths differ never share a key (a case that changed finds another truth or none, never a stale one)."""
+    from grader.checks.compare import mismatch
+    assert truths.remember(exercise) == len([c for c in _public_cases(exercise) if c.raises is None])
+    fresh = [case for case in _public_cases(exercise) if case.raises is None]
+    answers = {}
+    for case in fresh:
+        kept = truths.recall(exercise, case.args)
+        assert kept is not truths.MISSING, f"{exercise.id}: {case.note or case.args!r} found no kept truth"
+        computed = exercise.reference(*case.args)
+        assert mismatch(computed, kept) is None
+        key = truths.key(exercise, case.args)
+        assert key not in answers or mismatch(answers[key], computed) is None
+        answers[key] = computed
+
+
+FORKS_AFTER_REMEMBERING = r'''
+import importlib, os, signal, sys
+import torch
+from grader.checks import truths
+for name in sys.argv[1:]:
+    importlib.import_module(f"grader.checks.nb{name}")      # as the fork server has them
+truths.remember_for(sys.argv[1:])
+assert truths._known, "no truth was kept"
+pid = os.fork()
+if pid == 0:            # a kernel forked after: its parallel regions must run, not hang
+    signal.alarm(60)
+    x = torch.randn(1000, 1000)
+    (x @ x).sum(), torch.randn(1 << 22).exp().sum()
+    os._exit(0)
+print(os.waitpid(pid, 0)[1], torch.get_num_threads())
+'''
+
+
+def test_a_process_forked_after_the_truths_were_kept_runs_parallel_code():
+    """As the fork server does: keep the compiler notebooks' truths, then fork a kernel."""
+    import subprocess
+    notebooks = ["07_graph_capture", "08_graph_passes", "09_fusion_memory", "10_code_generation", "11_capstone"]
+    threads = torch.get_num_threads()
+    done = subprocess.run([sys.executable, "-c", FORKS_AFTER_REMEMBERING, *notebooks], capture_output=True, text=True,
+                          timeout=300)
+    status, after = done.stdout.split()
+    assert status == "0", "the forked process hung or failed in a parallel region"
+    assert int(after) == threads, "remembering left torch's number of threads changed"
+
+
 def test_a_changed_case_finds_no_truth():
     truths.remember(INPUT_GUARD)
     (calls,) = _public_cases(INPUT_GUARD)[0].args
