@@ -401,14 +401,17 @@ FACTORISATIONS = ((24,), (6, 4), (4, 6), (2, 12), (3, 2, 4), (2, 2, 6), (-1, 8))
 def random_view_program(g: torch.Generator) -> Program:
     """Steps on a (2, 3, 4) tensor, one after the other (programs.draw): reshapes and views to random
     factorisations, permutes (in three spellings, some dims negative), and products whose results are all
-    returned. A view of a permuted value reads ``.contiguous()`` first, as eager PyTorch requires."""
+    returned. A view of a permuted value (or of a reshape of one) reads ``.contiguous()`` first, as eager
+    PyTorch requires."""
     state = {"rank": 3, "contiguous": True, "scaled": []}
 
     def reshaped(kind: str) -> Callable:
         def step(g: torch.Generator, a: str, _: list[str]) -> str:
             shape = pick(g, FACTORISATIONS)
             source = a if state["contiguous"] or kind == "reshape" else f"{a}.contiguous()"
-            state.update(rank=len(shape), contiguous=True)
+            # a view reads a contiguous value and is one; a reshape of a strided value can be a strided
+            # view of it ((2, 3, 4).permute(2, 0, 1).reshape(4, 6) has strides (1, 4)), so count it as strided
+            state.update(rank=len(shape), contiguous=state["contiguous"] or kind == "view")
             return f"{source}.{kind}({', '.join(map(str, shape))})"
         return step
 
