@@ -65,10 +65,15 @@ def _token(value: Any) -> Any:
     return id(value)
 
 
+# What Python itself caches on a class, not a change: copyreg keeps ``__slotnames__`` on a class the first
+# time one of its instances is copied or pickled (notebook 07's ``OnMeta`` case arguments, kept as truths).
+PYTHONS_OWN = frozenset({"__slotnames__"})
+
+
 def _class_tokens(prefix: str, cls: type, into: dict[str, Any]) -> None:
-    into[prefix] = (id(cls), tuple(sorted(vars(cls))))          # an attribute added is a change too
+    into[prefix] = (id(cls), tuple(sorted(set(vars(cls)) - PYTHONS_OWN)))          # an attribute added is a change too
     for name, value in vars(cls).items():
-        if name not in ("__dict__", "__weakref__", "__doc__"):
+        if name not in ("__dict__", "__weakref__", "__doc__") and name not in PYTHONS_OWN:
             into[f"{prefix}.{name}"] = _token(value)
 
 

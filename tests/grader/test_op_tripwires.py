@@ -79,6 +79,20 @@ def test_the_integrity_fingerprint_names_what_learner_code_changed(monkeypatch):
     assert integrity.verify("n5") == ("n5", digest, [])
 
 
+def test_a_class_whose_instance_is_copied_is_no_change_but_an_attribute_added_by_code_is(monkeypatch):
+    """copy.copy of an instance makes copyreg cache ``__slotnames__`` on its class (notebook 07's
+    OnMeta, copied with a case's arguments): Python's doing, not the learner's; the whole-course check
+    scored 07's solution 7/10 for it."""
+    import copy
+    from grader.checks import nb07_graph_capture
+    monkeypatch.delattr(nb07_graph_capture.OnMeta, "__slotnames__", raising=False)
+    integrity.install("grader.checks.nb07_graph_capture")
+    copy.copy(nb07_graph_capture.OnMeta(torch.zeros(1)))
+    assert "__slotnames__" in vars(nb07_graph_capture.OnMeta) and integrity.changes() == []
+    monkeypatch.setattr(nb07_graph_capture.OnMeta, "device", "cpu", raising=False)
+    assert integrity.changes() == ["grader.checks.nb07_graph_capture.OnMeta"]
+
+
 def test_torchs_own_rewrap_of_manual_seed_is_no_change_but_a_learners_is(monkeypatch):
     """Importing torch._dynamo (torch.compile does, at any cell) wraps torch.manual_seed in a
     lazy dynamo-disable wrapper: not the learner's doing. A wrapper around other code is."""
