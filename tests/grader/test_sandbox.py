@@ -136,6 +136,17 @@ def test_one_hung_function_costs_one_time_limit_not_one_per_cell(tmp_path):
     assert executor.lost is None
 
 
+def _one_notebook_course(tmp_path: Path, monkeypatch, source: str) -> Course:
+    """A course of one notebook, ``demo``, whose one code cell is ``source``; compiled code is kept
+    under ``tmp_path / "kept"``."""
+    import nbformat
+    monkeypatch.setenv("TENSORCRAFT_CACHE_DIR", str(tmp_path / "kept"))
+    course = Course(tmp_path / "course")
+    course.source("demo").parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)]), course.source("demo"))
+    return course
+
+
 COMPILES = ("import torch, tensorcraft as tc\n"
             "from tensorcraft.compiler.codegen import c_toolchain\n"
             "tc.compile(lambda x: (x * 3 + 1).relu(), backend='c')(torch.randn(4, 5))\n"
@@ -144,17 +155,13 @@ COMPILES = ("import torch, tensorcraft as tc\n"
 
 @needs_sandbox
 def test_every_sandbox_starts_with_its_own_copy_of_the_code_the_solution_compiled(tmp_path, monkeypatch):
-    import nbformat
     from shutil import which
 
     from grader.worker import compile_cache
     from grader.worker.execute import prefill
     if which("cc") is None and which("gcc") is None:
         pytest.skip("no C compiler here: tensorcraft's C backend cannot compile")
-    monkeypatch.setenv("TENSORCRAFT_CACHE_DIR", str(tmp_path / "kept"))
-    course = Course(tmp_path / "course")
-    course.source("demo").parent.mkdir(parents=True)
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(COMPILES)]), course.source("demo"))
+    course = _one_notebook_course(tmp_path, monkeypatch, COMPILES)
     kept = compile_cache.warm_cache(course, "demo")
     assert kept is not None and kept.parent == tmp_path / "kept" / compile_cache.FOLDER
     libraries = sorted(p.relative_to(kept) for p in kept.rglob("*.so"))
@@ -179,14 +186,10 @@ INDUCTOR_COMPILES = ("import torch\n"
 def test_a_learner_whose_inductor_compile_hits_the_prefilled_cache_builds_no_cpp(tmp_path, monkeypatch):
     """Inside the sandbox, not only outside: Inductor finds the solution's graph (``fxgraph_cache_hit``)
     and runs the C++ compiler not once (no kernel, no precompiled header: ``sandbox.COMPILE_SETTINGS``)."""
-    import nbformat
 
     from grader.worker import compile_cache
     from grader.worker.execute import prefill
-    monkeypatch.setenv("TENSORCRAFT_CACHE_DIR", str(tmp_path / "kept"))
-    course = Course(tmp_path / "course")
-    course.source("demo").parent.mkdir(parents=True)
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(INDUCTOR_COMPILES)]), course.source("demo"))
+    course = _one_notebook_course(tmp_path, monkeypatch, INDUCTOR_COMPILES)
     kept = compile_cache.warm_cache(course, "demo")
     assert kept is not None and list(kept.rglob("fxgraph/**/*")), "the solution's run kept no Inductor graph"
 
@@ -205,13 +208,8 @@ def test_a_learner_whose_inductor_compile_hits_the_prefilled_cache_builds_no_cpp
 
 def test_the_kept_cache_is_named_by_the_sandbox_compile_settings_too(tmp_path, monkeypatch):
     """Inductor's keys hold its settings: a kept cache made under other settings would miss for every learner."""
-    import nbformat
-
     from grader.worker import compile_cache
-    monkeypatch.setenv("TENSORCRAFT_CACHE_DIR", str(tmp_path / "kept"))
-    course = Course(tmp_path / "course")
-    course.source("demo").parent.mkdir(parents=True)
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(COMPILES)]), course.source("demo"))
+    course = _one_notebook_course(tmp_path, monkeypatch, COMPILES)
     now = compile_cache.cache_path(course, "demo")
     monkeypatch.setitem(compile_cache.COMPILE_SETTINGS, "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS", "1")
     assert compile_cache.cache_path(course, "demo") != now
@@ -229,13 +227,9 @@ def test_a_kernels_openmp_threads_sleep_between_regions_unless_the_instructor_sa
 def test_the_kept_cache_of_another_version_of_a_notebook_goes_once_unused_for_a_month(tmp_path, monkeypatch):
     import time
 
-    import nbformat
 
     from grader.worker import compile_cache
-    monkeypatch.setenv("TENSORCRAFT_CACHE_DIR", str(tmp_path / "kept"))
-    course = Course(tmp_path / "course")
-    course.source("demo").parent.mkdir(parents=True)
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(COMPILES)]), course.source("demo"))
+    course = _one_notebook_course(tmp_path, monkeypatch, COMPILES)
     current = compile_cache.cache_path(course, "demo")
     current.mkdir(parents=True)
     (current / "kernel.so").write_text("made by an earlier run")
