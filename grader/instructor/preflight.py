@@ -38,7 +38,8 @@ from pathlib import Path
 
 from ..worker import fork_client
 from ..course import Course
-from ..worker.compile_cache import WARM_UP_TIMEOUT, cache_path, cache_root, compiles, keep, run_solution, warm_cache
+from ..worker.compile_cache import (COMPILERS, WARM_UP_TIMEOUT, cache_path, cache_root, compiles, keep, run_solution,
+                                    tool, warm_cache)
 from ..worker.sandbox import FIRST_UID, Sandbox, claim_uid
 from ..worker.solution_run import problem_of, solution_in_a_worker
 
@@ -50,7 +51,6 @@ PREFLIGHT_TIMEOUT = 120   # seconds a cell of the solution may at least take her
 
 PASSED = "preflight-passed"      # under the kept compiled code's folder: one empty file per passing run's key
 RERUN = "TENSORCRAFT_PREFLIGHT"  # "always": run every solution, even one whose key a passing run left
-COMPILERS = ("cc", "gcc", "c++", "g++")     # tensorcraft's C backend and Inductor's C++
 
 
 class SetupError(RuntimeError):
@@ -110,7 +110,7 @@ def verdict_key(course: Course, assignment: str, *, sandboxed: bool, masked: lis
         "forked": forked, "timeout": timeout,
         "python": [sys.executable, sys.version],
         "packages": _installed(),
-        "compilers": [_tool(name) for name in COMPILERS],
+        "compilers": [tool(name) for name in COMPILERS],
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -139,15 +139,6 @@ def _digest(folder: Path, files: list[Path]) -> str:
     for file in files:
         digest.update(str(file.relative_to(folder)).encode() + b"\0" + file.read_bytes() + b"\0")
     return digest.hexdigest()
-
-
-def _tool(name: str) -> list[object] | None:
-    """Which program ``name`` is on PATH (resolved), its size and time of change; None without one."""
-    found = shutil.which(name)
-    if found is None:
-        return None
-    stat = Path(found).resolve().stat()
-    return [str(Path(found).resolve()), stat.st_size, stat.st_mtime_ns]
 
 
 def _solution_here(course: Course, assignment: str, sandboxed: bool, masked: list[Path], timeout: int,

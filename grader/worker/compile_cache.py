@@ -10,8 +10,9 @@ what one notebook writes to its cache reaches no other learner and not the kept 
 
 The kept caches live in tensorcraft's cache folder (``$TENSORCRAFT_CACHE_DIR``, else
 ``~/.cache/tensorcraft``, as for the C backend), under ``grading-compiled/``, named by a hash of the
-solution notebook, torch's version and the sandbox's compile settings: one run serves every course directory built
-from the same notebook (a rebuild, a copy), and a changed notebook, torch or setting gets a fresh one; the cache of
+solution notebook and of what the compiled code's keys depend on (:func:`compile_environment`: torch's
+version and folder, Python, the compilers, the processor, the sandbox's compile settings): one run serves every course directory built
+from the same notebook (a rebuild, a copy), and a changed notebook, installation or setting gets a fresh one; the cache of
 another version of the same notebook is deleted once it has gone unused for a month. Only the
 grader writes there; no sandbox sees it. A notebook that calls no compiler is not run (it would
 keep nothing worth its time).
@@ -19,9 +20,12 @@ keep nothing worth its time).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import platform
 import re
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,6 +38,7 @@ from .execute import GuardedExecute, prefill
 from .sandbox import CACHE, COMPILE_SETTINGS, Sandbox, claim_uid
 
 FOLDER = "grading-compiled"  # under tensorcraft's cache folder
+COMPILERS = ("cc", "gcc", "c++", "g++")     # tensorcraft's C backend and Inductor's C++
 WARM_UP_TIMEOUT = 600       # seconds a cell of the solution may take while it compiles from nothing
 STALE_AFTER = 30 * 24 * 3600  # seconds unused after which the cache of another version of a notebook goes
 
@@ -44,12 +49,41 @@ def cache_root() -> Path:
 
 
 def cache_path(course: Course, assignment: str) -> Path:
-    """Named by the solution, torch's version and how a sandbox compiles (``sandbox.COMPILE_SETTINGS``,
-    part of Inductor's keys): a change of any makes a new cache, never a stale or missing one."""
-    import torch
-    settings = repr(sorted(COMPILE_SETTINGS.items())).encode()
-    digest = hashlib.sha256(course.source(assignment).read_bytes() + torch.__version__.encode() + settings).hexdigest()
+    """Named by the solution and by what decides the compiled code's own keys (:func:`compile_environment`):
+    a change of any makes a new cache, never a stale or missing one."""
+    digest = hashlib.sha256(course.source(assignment).read_bytes()
+                            + json.dumps(compile_environment(), sort_keys=True).encode()).hexdigest()
     return cache_root() / f"{assignment}-{digest[:16]}"
+
+
+def compile_environment() -> dict[str, object]:
+    """What Inductor's and tensorcraft's keys for compiled code depend on besides the code itself:
+    torch's version and where it is installed (Inductor's compile command names its include and library
+    folders, and Python's: a cache kept by another virtual environment would miss for every learner,
+    and each would compile from nothing, measured at 3-5 s a submission of notebook 10), Python, the C
+    and C++ compilers, the processor (``-march=native``) and how a sandbox compiles (``COMPILE_SETTINGS``)."""
+    import torch
+    return {"torch": [torch.__version__, str(Path(torch.__file__).resolve().parent)],
+            "python": [sys.executable, sys.version], "compilers": [tool(name) for name in COMPILERS],
+            "processor": _processor(), "settings": sorted(COMPILE_SETTINGS.items())}
+
+
+def tool(name: str) -> list[object] | None:
+    """Which program ``name`` is on PATH (resolved), its size and time of change; None without one."""
+    found = shutil.which(name)
+    if found is None:
+        return None
+    stat = Path(found).resolve().stat()
+    return [str(Path(found).resolve()), stat.st_size, stat.st_mtime_ns]
+
+
+def _processor() -> str:
+    """The processor's model and instruction sets (what ``-march=native`` compiles for)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.machine()
+    return "\n".join(dict.fromkeys(line for line in lines if line.startswith(("model name", "flags"))))
 
 
 def warm_cache(course: Course, assignment: str) -> Path | None:

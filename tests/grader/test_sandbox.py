@@ -216,6 +216,23 @@ def test_the_kept_cache_is_named_by_the_sandbox_compile_settings_too(tmp_path, m
     assert sandbox_module.COMPILE_SETTINGS.items() <= _sandbox(tmp_path, "box").environment().items()
 
 
+def test_the_kept_cache_is_named_by_the_installation_that_compiles(tmp_path, monkeypatch):
+    """Inductor's compile command names torch's and Python's folders: a cache kept by another virtual
+    environment (same torch version) would miss for every learner, who would all compile from nothing."""
+    import torch
+
+    from grader.worker import compile_cache
+    course = _one_notebook_course(tmp_path, monkeypatch, COMPILES)
+    now = compile_cache.cache_path(course, "demo")
+    installed = torch.__file__
+    monkeypatch.setattr(torch, "__file__", str(tmp_path / "other-venv" / "torch" / "__init__.py"))
+    assert compile_cache.cache_path(course, "demo") != now
+    monkeypatch.setattr(torch, "__file__", installed)
+    assert compile_cache.cache_path(course, "demo") == now
+    monkeypatch.setattr(compile_cache, "_processor", lambda: "another processor")
+    assert compile_cache.cache_path(course, "demo") != now
+
+
 def test_a_kernels_openmp_threads_sleep_between_regions_unless_the_instructor_says_otherwise(tmp_path, monkeypatch):
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     box = Sandbox(tmp_path / "scratch")
