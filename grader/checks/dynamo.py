@@ -10,10 +10,13 @@ the grading fork server (``grader.fork_server.server``) switches the probe off f
 (:func:`skip_guard_probe`), so a graded notebook's own ``torch.compile`` cells skip it too.
 
 A kernel whose Inductor compile finds its graph in the prefilled cache still pays, once per process,
-for importing Inductor's compiler (``torch._inductor.compile_fx``, 0.7 CPU s) and for hashing torch's
-and Triton's source files into its cache keys (0.5 s): :func:`warm_inductor`, called by the fork server
-where the prefilled cache holds Inductor graphs (:func:`holds_inductor_graphs`), pays them once for
-every kernel it forks after. The keys are hashes of installed files, the same in every kernel.
+for importing Inductor's compiler (``torch._inductor.compile_fx``, 0.7 CPU s), for hashing torch's
+and Triton's source files into its cache keys (0.5 s), and for picking the processor's vector
+instructions, which Inductor learns by compiling a test program per instruction set and loading each in
+a new Python process (1.1 s wall, a part of every compile command and so of the key of each cached
+kernel): :func:`warm_inductor`, called by the fork server where the prefilled cache holds Inductor graphs
+(:func:`holds_inductor_graphs`), pays them once for every kernel it forks after. The keys are hashes of
+installed files and the instruction sets the processor's, the same in every kernel.
 """
 from __future__ import annotations
 
@@ -52,8 +55,11 @@ def holds_inductor_graphs(cache_dir: str | None) -> bool:
 
 
 def warm_inductor() -> None:
-    """Import Inductor's compiler and compute its source-file keys in this process (see the module's docstring)."""
+    """Import Inductor's compiler, compute its source-file keys and pick the processor's vector
+    instructions in this process (see the module's docstring)."""
     import torch._inductor.compile_fx  # noqa: F401
     from torch._inductor import codecache
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
     codecache.torch_key()
     codecache.triton_key()
+    pick_vec_isa()
