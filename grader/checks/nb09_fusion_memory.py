@@ -54,8 +54,10 @@ def show_program(program: Program, inputs: tuple, *_: Any) -> str:
     return program.show(inputs)
 
 
-def _eager(program: Program, inputs: tuple) -> tuple[torch.Tensor, ...]:
-    return program.eager(*inputs)
+def _eager(program: Program, inputs: tuple) -> tuple:
+    """The program's eager results, each paired with its float64 twin (``Program.truth``)."""
+    truth = program.truth(*inputs)
+    return tuple(truth) if isinstance(truth, (tuple, list)) else (truth,)
 
 
 def _compiled(program: Program, inputs: tuple, stage: str = "plan_memory", fn: Callable | None = None,

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 import tensorcraft
 
+from .compare import rounded
 from .seed import draw as draw_int
 from .seed import pick
 
@@ -84,6 +85,22 @@ class Program:
         with torch.no_grad():
             out = self.fn(*inputs)
         return tuple(out) if isinstance(out, tuple) else (out,)
+
+    def truth(self, *inputs: Any) -> Any:
+        """The ground truth of a compiled run: eager's result, each float32 (or half) tensor of it paired
+        with the program's result on float64 copies of the inputs (``compare.Rounded``: a compiler
+        rounds differently). Eager's result alone for a model (a float64 twin would be a new model) and
+        where the program will not run in float64."""
+        with torch.no_grad():
+            out = self.fn(*inputs)
+            if self.module is not None:
+                return out
+            try:
+                exact = self.fn(*(t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+                                  for t in inputs))
+            except Exception:       # a step that insists on its dtype: no float64 twin
+                return out
+        return rounded(out, exact)
 
     def inputs(self, g: torch.Generator, device: str | torch.device = "cpu",
                dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, ...]:

@@ -552,3 +552,19 @@ def test_every_hidden_case_drawn_has_a_ground_truth(assignment):
             for group in exercise.hidden(torch.Generator().manual_seed(seed)):
                 for case in group.cases:
                     exercise._expected(case, case.args)
+
+
+def test_a_compiled_float32_result_is_held_to_eagers_own_error_against_float64():
+    """``compare.Rounded``: a result further from eager than float32's tolerance is right when it is as
+    close to the float64 result as eager is (cancellation); one that is further is wrong."""
+    from grader.checks.compare import Rounded, difference, rounded
+    exact = torch.tensor([80000.0, 67.83780, 1.0], dtype=torch.float64)
+    eager = torch.tensor([80000.0, 67.83790, 1.0])
+    as_close = torch.tensor([80000.0, 67.83771, 1.0])        # 1.9e-4 from eager, 0.9e-4 from the exact value
+    further = torch.tensor([80000.0, 67.85, 1.0])
+    assert difference(eager, as_close) is not None, "the dtype's tolerance alone rejects it"
+    assert difference(Rounded(eager, exact), as_close) is None
+    assert difference(Rounded(eager, exact), further) is not None
+    assert difference(Rounded(eager, exact), as_close.double()) is not None, "a float64 result is still the wrong dtype"
+    paired = rounded((eager, torch.tensor([1, 2])), (exact, torch.tensor([1, 2])))
+    assert isinstance(paired[0], Rounded) and not isinstance(paired[1], Rounded), "integers compare exactly"

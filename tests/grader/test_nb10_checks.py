@@ -28,6 +28,14 @@ def test_correct_answers_pass_public_and_hidden():
         assert not exercise.run(answer, hidden=True, seed=7).failed, exercise.name
 
 
+@pytest.mark.parametrize("seed", [99, 1938361668])
+def test_a_compiled_result_that_rounds_otherwise_than_eager_after_a_cancellation_is_right(seed):
+    """These seeds draw a network whose squares of large products leave a small value that the fused C
+    kernel rounds otherwise than eager, by more than float32's tolerance: the solution lost the cell's
+    points (seed 1938361668 was a learner's at grading) and was shown the hint of a mutant."""
+    assert not WRAPPER.run(WRAPPER_ANSWER, hidden=True, seed=seed).failed
+
+
 def test_the_librarys_wrapper_meets_the_freeing_rule():
     """The rule the check applies to the learner is the one the library's own wrapper follows."""
     for case in WRAPPER.public()[0].cases + WRAPPER.hidden(torch.Generator().manual_seed(3))[0].cases:
