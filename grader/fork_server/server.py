@@ -70,6 +70,7 @@ INLINE_BACKEND = "module://matplotlib_inline.backend_inline"    # what ipykernel
 PRELOADED = ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch", "numpy", "einops", "tensorcraft", "grader.checks")
 MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")   # a module named on the command line
 COMPILER = ("torch._dynamo", "torch.fx", "torch._functorch.aot_autograd")  # after _triton_for_the_interpreter
+INDUCTOR = "torch._inductor.compile_fx"    # named by a batch whose notebooks import Inductor: warmed at start
 TRITON_INTERPRET = "TRITON_INTERPRET"
 PR_SET_DUMPABLE = 4
 _inductor_warm = False      # _warm_inductor has run
@@ -88,7 +89,7 @@ def serve(batch: list[str]) -> None:
         del sys.path[0]                                 # as ipykernel_launcher does; the kernel adds "" back
     os.environ.setdefault("MPLBACKEND", INLINE_BACKEND)
     path = list(sys.path)
-    for module in PRELOADED + tuple(m for m in batch if MODULE_NAME.fullmatch(m)):
+    for module in PRELOADED + tuple(m for m in batch if MODULE_NAME.fullmatch(m) and m != INDUCTOR):
         with contextlib.suppress(Exception):
             importlib.import_module(module)
     with _triton_for_the_interpreter():
@@ -100,6 +101,9 @@ def serve(batch: list[str]) -> None:
             skip_guard_probe()              # every kernel's compiles: no guard-latency probe (decides nothing)
         with contextlib.suppress(Exception):
             _warm_up()
+        if INDUCTOR in batch:               # a notebook of the batch compiles with Inductor while graded
+            with contextlib.suppress(Exception):
+                _warm_inductor(at_start=True)
     sys.path[:] = path                      # some add to it (setuptools' vendored packages)
     control_in, control_out = sys.stdin.buffer, sys.stdout.buffer
     _answer(control_out, {"ready": True})
@@ -129,13 +133,14 @@ def _remember_truths() -> None:
     truths.remember_for(sorted(p.stem for p in Path.cwd().glob("[0-9][0-9]_*.ipynb")))
 
 
-def _warm_inductor() -> None:
+def _warm_inductor(at_start: bool = False) -> None:
     """Once, where the prefilled compiled code holds Inductor graphs (the notebook's solution compiles
-    with Inductor while graded): what each kernel's first Inductor compile would load and hash again,
-    loaded here for the kernels forked after (``grader.checks.dynamo.warm_inductor``)."""
+    with Inductor while graded), or ``at_start`` where a notebook of the batch imports Inductor (then
+    every kernel the server forks finds it loaded, the first too): what each kernel's first Inductor
+    compile would load, hash and probe again, done here (``grader.checks.dynamo.warm_inductor``)."""
     global _inductor_warm
     from grader.checks import dynamo
-    if _inductor_warm or not dynamo.holds_inductor_graphs(os.environ.get("TORCHINDUCTOR_CACHE_DIR")):
+    if _inductor_warm or not (at_start or dynamo.holds_inductor_graphs(os.environ.get("TORCHINDUCTOR_CACHE_DIR"))):
         return
     _inductor_warm = True
     with _triton_for_the_interpreter():

@@ -36,7 +36,7 @@ from .export import CSV_NAME, lateness, write_csv
 from .feedback import feedback_exporter, stale_feedback, write_feedback
 from ..files import copy_atomically, write_atomically
 from ..worker.job import GradingJob, nbgrader_resources
-from ..worker.compile_cache import masked_paths, warm_cache
+from ..worker.compile_cache import cache_path, masked_paths, warm_cache
 from ..worker.chains import cell_timeout, course_config, gradebook_writers, run
 from .preflight import check_solution
 from ..worker import fork_client
@@ -210,7 +210,8 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     local = pool is None
     batch = sorted({s.assignment for s in todo})
-    preload = fork_client.preload_for([course.source(a) for a in batch]) if confined else ()
+    preload = fork_client.preload_for([course.source(a) for a in batch],
+                                      [cache_path(course, a) for a in batch]) if confined else ()
     with pool or ProcessPoolExecutor(workers, mp_context=worker_context(), initializer=start_worker,
                                      initargs=(dict(os.environ),)) as pool:
         # the local workers start their fork servers; the preflight then runs in one of them, forked as a learner's

@@ -12,7 +12,11 @@ Where a server cannot be started (an old bubblewrap, no pidfd), kernels start on
 A server imports what every notebook's kernel uses; the modules of :data:`ON_DEMAND` only for a
 batch whose notebooks import their package (:func:`preload_for`, handed to the server's command
 line): nbformat and nbgrader (1.2 CPU s a server), which only notebook 00 imports, for its demo of
-nbgrader's rule, and matplotlib with its inline backend (0.6 CPU s), which every notebook but 00 imports.
+nbgrader's rule; matplotlib with its inline backend (0.6 CPU s), which every notebook but 00 imports;
+and Inductor where the kept compiled code of a notebook of the batch holds Inductor graphs (notebook 10
+compiles with it while graded): the server loads it, hashes its keys and picks the processor's vector
+instructions before its first kernel (3 CPU s a server, else paid by the first kernel of each worker
+and again by the server after it).
 """
 from __future__ import annotations
 
@@ -117,15 +121,20 @@ def key(sandbox: Sandbox, preload: tuple[str, ...] = ()) -> tuple:
             tuple(sorted(sandbox.environment().items())), preload)
 
 
-def preload_for(notebooks: list[Path]) -> tuple[str, ...]:
+def preload_for(notebooks: list[Path], compiled: list[Path] = ()) -> tuple[str, ...]:
     """The modules of :data:`ON_DEMAND` whose package a code cell of one of ``notebooks`` imports
-    (the course's own notebooks: an instructor's, never a learner's, decides what a server loads)."""
+    (the course's own notebooks: an instructor's, never a learner's, decides what a server loads), and
+    Inductor where one of the kept caches ``compiled`` (``compile_cache.cache_path``) holds its graphs."""
     import nbformat
+
+    from ..checks.dynamo import holds_inductor_graphs
+    from ..fork_server.server import INDUCTOR
     sources = "\n".join(cell.source for notebook in notebooks
                         for cell in nbformat.read(notebook, as_version=4).cells if cell.cell_type == "code")
+    inductor = (INDUCTOR,) if any(holds_inductor_graphs(str(kept / "torchinductor")) for kept in compiled) else ()
     return tuple(module for package, modules in ON_DEMAND.items()
                  if re.search(rf"^\s*(import|from)\s+{re.escape(package)}\b", sources, re.MULTILINE)
-                 for module in modules)
+                 for module in modules) + inductor
 
 
 class _Station(threading.local):

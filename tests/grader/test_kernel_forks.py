@@ -124,6 +124,26 @@ def test_a_forked_kernel_finds_dynamo_loaded_and_nothing_left_of_the_servers_war
     assert forked == {"loaded": True, "interpret": os.environ.get("TRITON_INTERPRET"), "counters": {}}
 
 
+def test_a_server_warms_inductor_before_its_first_kernel_where_the_kept_code_holds_inductor_graphs(tmp_path):
+    """Notebook 10 compiles with Inductor while graded: its kept cache holds Inductor graphs, and the
+    server then loads Inductor and picks the vector instructions before forking anyone (3 CPU s, else
+    paid by each worker's first kernel); a batch whose kept code holds none does not pay for it, and
+    Triton is still imported for its interpreter where there is no GPU."""
+    from grader.course import NOTEBOOKS
+    from grader.fork_server.server import INDUCTOR
+    notebook = NOTEBOOKS / "10_code_generation.ipynb"
+    kept = tmp_path / "kept"
+    assert INDUCTOR not in fork_client.preload_for([notebook], [kept])
+    (kept / "torchinductor" / "fxgraph" / "ab").mkdir(parents=True)
+    assert INDUCTOR in fork_client.preload_for([notebook], [kept])
+    source = ("import json, os, sys\nfrom torch._inductor import cpu_vec_isa\n"
+              "print(json.dumps({'loaded': 'torch._inductor.compile_fx' in sys.modules,"
+              " 'picked': cpu_vec_isa.valid_vec_isa_list.cache_info().currsize > 0,"
+              " 'interpret': os.environ.get('TRITON_INTERPRET')}))")
+    (warm,), _ = _run([source], fork=True, preload=(INDUCTOR,))
+    assert warm == {"loaded": True, "picked": True, "interpret": os.environ.get("TRITON_INTERPRET")}
+
+
 def test_the_batch_decides_whether_the_server_imports_nbformat_nbgrader_and_matplotlib():
     """Only notebook 00 imports nbformat and nbgrader (its demo of nbgrader's rule), every notebook but
     00 matplotlib: a server imports those its batch's notebooks import, once for every kernel."""
