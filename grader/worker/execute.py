@@ -34,6 +34,7 @@ from nbgrader.preprocessors import Execute
 from . import chains, fork_client
 
 from .integrity_watch import IntegrityWatch, check_module
+from .kernel_client import ReadyClient
 from .job import GradingJob
 from .provisioner import GradingProvisioner
 from .sandbox import CACHE, COMPILE_IN_THE_KERNEL, Sandbox, claim_uid
@@ -87,6 +88,7 @@ class GuardedExecute(Execute):
         """The manager of the kernel, with the provisioner that starts it (``grader.worker.provisioner``)."""
         km = super().create_kernel_manager()
         km.provisioner = GradingProvisioner.for_kernel(km, self.sandbox, self.fork)
+        km.client_factory = ReadyClient     # ready when the kernel answers (``grader.worker.kernel_client``)
         return km
 
     def start_new_kernel(self, **kwargs):

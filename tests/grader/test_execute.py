@@ -23,3 +23,38 @@ def test_a_cell_that_ignores_the_interrupt_is_given_up_and_later_cells_score_zer
     assert [o.ename for o in notebook.cells[2].outputs] == ["CellNotRun"]
     assert "did not stop when interrupted" in executor.lost
     assert executor.km is None or not executor.km.is_alive()
+
+
+def test_a_kernel_is_ready_once_it_answers_without_waiting_for_a_quiet_iopub_channel():
+    """``ReadyClient``: the reply to kernel_info and one IOPub message make the kernel ready; it does
+    not then read IOPub until 0.2 s of silence, as jupyter_client does on every kernel start."""
+    import asyncio
+    from queue import Empty
+
+    from grader.worker.kernel_client import ReadyClient
+
+    class Channel:
+        def __init__(self, messages):
+            self.messages, self.reads = list(messages), 0
+
+        def get_msg(self, timeout=None):
+            self.reads += 1
+            if not self.messages:
+                raise Empty
+            return self.messages.pop(0)
+
+    shell = Channel([{"msg_type": "kernel_info_reply", "content": {}, "parent_header": {}}])
+    iopub = Channel([{"msg_type": "status"}, {"msg_type": "status"}])
+
+    class Connected(ReadyClient):       # the channels of a kernel that has just answered
+        shell_channel, iopub_channel = shell, iopub
+
+        def kernel_info(self):
+            return "request"
+
+        def _handle_kernel_info_reply(self, reply):
+            pass
+
+    asyncio.run(Connected().wait_for_ready(timeout=5))
+    assert shell.reads == 1 and iopub.reads == 1, "read IOPub again after the kernel was ready"
+    assert len(iopub.messages) == 1, "the rest is left to nbclient, which skips what is not its requests'"
