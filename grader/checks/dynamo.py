@@ -54,12 +54,13 @@ def holds_inductor_graphs(cache_dir: str | None) -> bool:
     return graphs is not None and graphs.is_dir() and any(graphs.iterdir())
 
 
-def warm_inductor() -> None:
-    """Import Inductor's compiler, compute its source-file keys and pick the processor's vector
-    instructions in this process (see the module's docstring)."""
+def warm_inductor(probe_processor: bool = True) -> None:
+    """Import Inductor's compiler, compute its source-file keys and (``probe_processor``) pick the
+    processor's vector instructions in this process (see the module's docstring)."""
     import torch._inductor.compile_fx  # noqa: F401
     from torch._inductor import codecache
     from torch._inductor.cpu_vec_isa import pick_vec_isa
     codecache.torch_key()
     codecache.triton_key()
-    pick_vec_isa()
+    if probe_processor:
+        pick_vec_isa()

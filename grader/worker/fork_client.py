@@ -14,9 +14,8 @@ batch whose notebooks import their package (:func:`preload_for`, handed to the s
 line): nbformat and nbgrader (1.2 CPU s a server), which only notebook 00 imports, for its demo of
 nbgrader's rule; matplotlib with its inline backend (0.6 CPU s), which every notebook but 00 imports;
 and Inductor where the kept compiled code of a notebook of the batch holds Inductor graphs (notebook 10
-compiles with it while graded): the server loads it, hashes its keys and picks the processor's vector
-instructions before its first kernel (3 CPU s a server, else paid by the first kernel of each worker
-and again by the server after it).
+compiles with it while graded): the server loads it and hashes its keys before its first kernel
+(2 CPU s a server, else paid by the first kernel of each worker and again by the server after it).
 """
 from __future__ import annotations
 

@@ -126,8 +126,9 @@ def test_a_forked_kernel_finds_dynamo_loaded_and_nothing_left_of_the_servers_war
 
 def test_a_server_warms_inductor_before_its_first_kernel_where_the_kept_code_holds_inductor_graphs(tmp_path):
     """Notebook 10 compiles with Inductor while graded: its kept cache holds Inductor graphs, and the
-    server then loads Inductor and picks the vector instructions before forking anyone (3 CPU s, else
-    paid by each worker's first kernel); a batch whose kept code holds none does not pay for it, and
+    server then loads Inductor and hashes its keys before forking anyone (2 CPU s, else paid by each
+    worker's first kernel), but leaves the processor's probe for later (in the empty scratch folder it
+    would compile its test programs); a batch whose kept code holds none does not pay for it, and
     Triton is still imported for its interpreter where there is no GPU."""
     from grader.course import NOTEBOOKS
     from grader.fork_server.server import INDUCTOR
@@ -136,12 +137,16 @@ def test_a_server_warms_inductor_before_its_first_kernel_where_the_kept_code_hol
     assert INDUCTOR not in fork_client.preload_for([notebook], [kept])
     (kept / "torchinductor" / "fxgraph" / "ab").mkdir(parents=True)
     assert INDUCTOR in fork_client.preload_for([notebook], [kept])
-    source = ("import json, os, sys\nfrom torch._inductor import cpu_vec_isa\n"
+    source = ("import json, os, sys\nfrom torch._inductor import codecache, cpu_vec_isa\n"
+              "try:\n    codecache.torch_key.set(b'')\n    hashed = False\n"     # (set refuses a value it holds)
+              "except RuntimeError:\n    hashed = True\n"
               "print(json.dumps({'loaded': 'torch._inductor.compile_fx' in sys.modules,"
-              " 'picked': cpu_vec_isa.valid_vec_isa_list.cache_info().currsize > 0,"
+              " 'hashed': hashed,"
+              " 'probed': cpu_vec_isa.valid_vec_isa_list.cache_info().currsize > 0,"
               " 'interpret': os.environ.get('TRITON_INTERPRET')}))")
     (warm,), _ = _run([source], fork=True, preload=(INDUCTOR,))
-    assert warm == {"loaded": True, "picked": True, "interpret": os.environ.get("TRITON_INTERPRET")}
+    assert warm == {"loaded": True, "hashed": True, "probed": False,
+                    "interpret": os.environ.get("TRITON_INTERPRET")}
 
 
 def test_the_batch_decides_whether_the_server_imports_nbformat_nbgrader_and_matplotlib():
