@@ -51,6 +51,9 @@ from tensorcraft.compiler.passes.memory_plan import is_kernel_output
 from tensorcraft.timing import time_call
 
 torch.manual_seed(0)
+# seconds of calls per timing: while grading (the grader sets NBGRADER_EXECUTION) shorter, still the
+# median of five blocks or more with their spread
+TIMING_S = 0.02 if os.environ.get("NBGRADER_EXECUTION") else 0.1
 
 
 def kernels_of(compiled):
@@ -615,7 +618,7 @@ expected = long_chain(big_x, big_y)
 timings = {}
 for label, fn in versions.items():
     fn(big_x, big_y)  # warm-up (compiles on a first call)
-    timings[label] = time_call(fn, big_x, big_y, min_run_time=0.1)
+    timings[label] = time_call(fn, big_x, big_y, min_run_time=TIMING_S)
 seconds = {label: t.median for label, t in timings.items()}
 for label, fn in versions.items():
     error = (fn(big_x, big_y) - expected).abs().max().item()
@@ -673,7 +676,7 @@ try:
     cheap_timings = {}
     for label, fn in cheap.items():
         fn(big_x, big_y)  # warm-up (compiles on a first call)
-        cheap_timings[label] = time_call(fn, big_x, big_y)
+        cheap_timings[label] = time_call(fn, big_x, big_y, min_run_time=TIMING_S)
     for name, measured in (("long_chain", timings), ("cheap_chain", cheap_timings)):
         print(f"{name:<12}", "   ".join(f"{label} {measured[label]}" for label in cheap))
         print(f"{'':<12} your C / library C: {measured['tc c (your c_source)'].median / measured['tc c (library)'].median:.1f}"
