@@ -38,7 +38,7 @@ from ..files import copy_atomically, write_atomically
 from ..worker.job import GradingJob, nbgrader_resources
 from ..worker.compile_cache import cache_path, masked_paths, warm_cache
 from ..worker.chains import cell_timeout, course_config, gradebook_writers, run
-from .preflight import check_solution
+from .preflight import code_known_before_check, start_check
 from ..worker import fork_client
 from ..worker.sandbox import NoSandboxError, unavailable
 from .submissions import Submission, find_submissions
@@ -188,7 +188,9 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
     ``timeout``: seconds a cell may run (default: the course config's ``Execute.timeout``).
     The notebooks run in ``pool`` (a ``dask_pool.DaskPool``, say), by default in local processes.
     ``preflight``: first run each assignment's solution as a learner's notebook will be run, and
-    raise ``preflight.SetupError`` before grading anyone when it does not score full marks."""
+    raise ``preflight.SetupError`` before any grade is saved when it does not score full marks (the
+    learners whose sandboxes need no compiled code from that run are graded beside it, and their
+    grades wait for its verdict)."""
     started, timings = time.perf_counter(), Timings()
     confined = sandboxed(isolation)
     put_python_scripts_on_path()
@@ -217,23 +219,34 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
         # the local workers start their fork servers; the preflight then runs in one of them, forked as a learner's
         servers = ([pool.submit(start_fork_server, masked, preload) for _ in range(workers)]
                    if local and confined and todo else [])
+
+        def submit(submissions: list[Submission], caches: dict[str, Path | None]) -> dict:
+            jobs = {GradingJob.of(course, s.learner, s.assignment, timeout=timeout, sandboxed=confined,
+                                  masked=masked, compile_cache=caches.get(s.assignment), preload=preload): s
+                    for s in submissions}
+            return {pool.submit(execute_submission, job): s for job, s in jobs.items()}
+
+        futures: dict = {}
         with timings.measure("preflight"):
-            if preflight:           # a set-up that would grade everyone 0 stops here, before anyone is graded
+            if preflight:           # a set-up that would grade everyone 0 stops here, before any grade is saved
                 try:
-                    caches = {a: check_solution(course, a, sandboxed=confined, masked=list(masked), timeout=limit,
-                                                progress=progress, pool=pool if local else None, preload=preload)
-                              for a in batch}
+                    verdicts = {a: start_check(course, a, sandboxed=confined, masked=list(masked), timeout=limit,
+                                               progress=progress, pool=pool if local else None, preload=preload)
+                                for a in batch}
+                    # learners whose sandboxes need no compiled code from these runs are graded beside them
+                    known = {a: code for a in batch for ready, code in [code_known_before_check(course, a, confined)]
+                             if ready}
+                    futures = submit([s for s in todo if s.assignment in known], known)
+                    caches = {a: verdict() for a, verdict in verdicts.items()}
                 except BaseException:
-                    for server in servers:
-                        server.cancel()
+                    for future in (*servers, *futures):
+                        future.cancel()
                     raise
             else:
                 caches = {a: warm_cache(course, a) for a in batch} if confined else {}
         grading = time.perf_counter()
         bar = tqdm(total=len(todo), desc="autograde", unit="notebook", disable=not progress or not todo)
-        jobs = {GradingJob.of(course, s.learner, s.assignment, timeout=timeout, sandboxed=confined, masked=masked,
-                              compile_cache=caches.get(s.assignment), preload=preload): s for s in todo}
-        futures = {pool.submit(execute_submission, job): s for job, s in jobs.items()}
+        futures |= submit([s for s in todo if s not in futures.values()], caches)
         try:
             for future in as_completed(futures):
                 submission = futures[future]

@@ -1,9 +1,12 @@
-"""Before any learner is graded, each assignment's solution runs once the way a learner's notebook
+"""Before any grade is saved, each assignment's solution runs once the way a learner's notebook
 will (the same sandbox, executor and grading-code check) and must score full marks.
 
 A broken set-up (a kernel that cannot import the grading code, a sandbox that masks the library, a
 missing compiler) would otherwise grade the whole class 0, with nothing but a status note per
-learner. Here the batch stops before anyone is graded, saying why in one line. For a notebook that
+learner. Here the batch stops before any grade is saved, saying why in one line. The learners whose
+sandboxes need nothing from this run (no compiled code, or the code kept by an earlier batch) are
+graded beside it on the other workers (:func:`start_check`; at 12 learners the run was a third of a
+batch, most of it with a worker idle), and their grades wait for its verdict. For a notebook that
 calls a compiler, the same run keeps the compiled code every learner's sandbox starts with
 (:mod:`grader.worker.compile_cache`), so it costs nothing extra the first time.
 
@@ -25,6 +28,7 @@ anyway; a failing run is never remembered.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -34,6 +38,7 @@ import sys
 import tempfile
 from concurrent.futures import Executor
 from pathlib import Path
+from typing import Callable
 
 
 from ..worker import fork_client
@@ -65,6 +70,17 @@ def check_solution(course: Course, assignment: str, *, sandboxed: bool, masked: 
     ``pool``: the local workers that will grade, each with its fork server; the solution then runs
     in one of them as a learner's notebook will (:func:`grader.worker.solution_run.solution_in_a_worker`), else here;
     ``preload``: what the batch's fork servers import (``fork_client.preload_for``)."""
+    return start_check(course, assignment, sandboxed=sandboxed, masked=masked, timeout=timeout,
+                       progress=progress, pool=pool, preload=preload)()
+
+
+def start_check(course: Course, assignment: str, *, sandboxed: bool, masked: list[Path],
+                timeout: int, progress: bool = False, pool: Executor | None = None,
+                preload: tuple[str, ...] = ()) -> Callable[[], Path | None]:
+    """:func:`check_solution` in two steps: the solution's run is queued in ``pool`` now (where it runs
+    in a worker), and the function returned waits for its verdict (running it here otherwise), raises
+    :class:`SetupError` or returns the kept compiled code. Learners' notebooks queued in between run
+    beside the solution's."""
     kept = cache_path(course, assignment) if sandboxed and compiles(course.source(assignment)) else None
     making = kept is not None and not kept.exists()
     if making and progress:
@@ -74,20 +90,38 @@ def check_solution(course: Course, assignment: str, *, sandboxed: bool, masked: 
     forked = pool is not None and sandboxed and fork_client.enabled()
     passed = _passed(course, assignment, verdict_key(course, assignment, sandboxed=sandboxed, masked=masked,
                                                       timeout=limit, forked=forked))
-    if making or not passed.exists() or os.environ.get(RERUN, "").lower() == "always":
-        cache = None if making or kept is None else warm_cache(course, assignment)
-        if forked:
-            problem = pool.submit(solution_in_a_worker, course.root, assignment, tuple(masked), limit, cache,
-                                  kept if making else None, preload).result()
-        else:
-            problem = _solution_here(course, assignment, sandboxed, masked, limit, cache, kept if making else None)
+    kept_code = lambda: warm_cache(course, assignment) if kept is not None else None   # noqa: E731
+    if not (making or not passed.exists() or os.environ.get(RERUN, "").lower() == "always"):
+        return kept_code
+    cache = None if making or kept is None else warm_cache(course, assignment)
+    if forked:
+        run = pool.submit(solution_in_a_worker, course.root, assignment, tuple(masked), limit, cache,
+                          kept if making else None, preload).result
+    else:
+        run = functools.partial(_solution_here, course, assignment, sandboxed, masked, limit, cache,
+                                kept if making else None)
+
+    def verdict() -> Path | None:
+        problem = run()
         if problem:
             where = "in the grading sandbox" if sandboxed else "where learners' notebooks run"
             raise SetupError(f"stopped before grading anyone: the solution of {assignment} does not score full "
                              f"marks {where}: {problem}")
         passed.parent.mkdir(parents=True, exist_ok=True)
         passed.touch()
-    return warm_cache(course, assignment) if kept is not None else None
+        return kept_code()
+    return verdict
+
+
+def code_known_before_check(course: Course, assignment: str, sandboxed: bool) -> tuple[bool, Path | None]:
+    """Whether the compiled code that learners' sandboxes of ``assignment`` start with is known before
+    its preflight, and which: none (no sandbox, or a notebook that calls no compiler), or the code kept
+    by an earlier batch. Not known where this preflight is to make it: those learners wait for it."""
+    if not sandboxed or not compiles(course.source(assignment)):
+        return True, None
+    if not cache_path(course, assignment).exists():
+        return False, None
+    return True, warm_cache(course, assignment)      # kept already: nothing runs
 
 
 def _passed(course: Course, assignment: str, key: str) -> Path:

@@ -245,3 +245,33 @@ def test_the_key_is_the_same_in_another_process(built_course, tmp_path):
     keys = {subprocess.run([sys.executable, "-c", program, str(course.root)], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout.strip() for seed in (1, 2, 3)}
     assert keys == {_key(course, masked=[course.root])}
+
+
+def test_learners_are_graded_beside_the_preflight_and_no_grade_is_saved_when_it_fails(
+        built_course, tmp_path, monkeypatch):
+    """A learner whose sandbox needs nothing from the preflight (00 compiles nothing) starts on the other
+    worker while the solution runs, not after its verdict: here the verdict waits until the learner's
+    notebook has run a cell, then fails; the batch stops, and no grade was saved."""
+    import time
+
+    from grader.instructor import autograde as autograde_module
+    course = Course(tmp_path / "course")
+    shutil.copytree(built_course[0].root, course.root)
+    submissions = fake_class.write_class(tmp_path / "submissions", ("correct",))
+    marker = tmp_path / "a learner ran"
+    handed_in = submissions / "correct" / "00_welcome.ipynb"
+    notebook = nbformat.read(handed_in, as_version=4)
+    notebook.cells.insert(0, nbformat.v4.new_code_cell(f"open({str(marker)!r}, 'w').close()"))
+    nbformat.write(notebook, handed_in)
+
+    def start_check(course, assignment, **options):
+        def verdict():
+            deadline = time.monotonic() + 120
+            while not marker.exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            raise SetupError(f"stopped before grading anyone: the learner ran first: {marker.exists()}")
+        return verdict
+    monkeypatch.setattr(autograde_module, "start_check", start_check)
+    with pytest.raises(SetupError, match="the learner ran first: True"):
+        autograde(submissions, course, workers=2, timeout=30, progress=False, isolation="unsafe")
+    assert not (course.root / "autograded").exists(), "a grade was saved before the preflight's verdict"
