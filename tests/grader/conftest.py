@@ -71,12 +71,16 @@ class SolutionRuns:
 
     def __call__(self, course: Course, assignment: str, *, sandboxed: bool, masked, timeout: int, progress: bool = False,
                  pool=None, preload=()):
+        """As ``preflight.start_check``: the verdict, as a function to call."""
         key = self.key(course, assignment, sandboxed)
         if self.enabled and key in self.passed and (self.passed[key] is None or self.passed[key].is_dir()):
+            return lambda: self.passed[key]
+        verdict = self.real(course, assignment, sandboxed=sandboxed, masked=masked, timeout=timeout,
+                            progress=progress, pool=pool, preload=preload)
+
+        def kept():
+            self.passed[key] = verdict()
             return self.passed[key]
-        kept = self.real(course, assignment, sandboxed=sandboxed, masked=masked, timeout=timeout, progress=progress,
-                         pool=pool, preload=preload)
-        self.passed[key] = kept
         return kept
 
     def graded_in_full(self, course: Course, assignment: str, sandboxed: bool) -> None:
@@ -91,7 +95,7 @@ class SolutionRuns:
 def solution_runs():
     """Every autograde batch of the session goes through one :class:`SolutionRuns`, and so does
     ``grader check``, whose passing solutions count as run."""
-    runs = SolutionRuns(autograde_module.check_solution)
+    runs = SolutionRuns(autograde_module.start_check)
     real_check = selfcheck.check_notebook
 
     def check_notebook(course, assignment, workspace, timeout, graded=None):
@@ -102,7 +106,7 @@ def solution_runs():
         return verdict
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(autograde_module, "check_solution", runs)
+        patch.setattr(autograde_module, "start_check", runs)
         patch.setattr(selfcheck, "check_notebook", check_notebook)
         yield runs
 

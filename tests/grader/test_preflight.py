@@ -32,6 +32,12 @@ needs_sandbox = pytest.mark.skipif(unavailable() is not None, reason=f"no sandbo
 pytestmark = pytest.mark.usefixtures("real_preflight")
 
 
+def _saved(course: Course) -> list[Path]:
+    """The autograded notebooks of ``course``: what a saved grade leaves (a learner graded beside a
+    preflight may have left an empty folder there, the kernel's working folder when unsandboxed)."""
+    return sorted((course.root / "autograded").rglob("*.ipynb"))
+
+
 def _hide_the_grading_code(monkeypatch):
     """The set-up of the issue: kernels that cannot import the grading code (here: the sandbox does
     not bind the package ``grader``; with kernels started one by one the preflight runs in this
@@ -54,7 +60,7 @@ def test_a_kernel_that_cannot_import_the_grading_code_stops_the_batch_before_any
     assert "\n" not in message
     assert message.startswith("stopped before grading anyone: the solution of 00_welcome does not score full marks")
     assert "ModuleNotFoundError" in message and "grader" in message
-    assert not (course.root / "autograded").exists(), "a learner was graded"
+    assert _saved(course) == [], "a learner's grade was saved"
     code = cli_main(["autograde", str(submissions), "--course", str(course.root), "--workers", "1"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("error: stopped before grading anyone"), err
@@ -76,7 +82,7 @@ def test_with_forked_kernels_the_solution_runs_in_a_worker_as_a_learner_and_a_sh
     with pytest.raises(SetupError) as stopped:
         autograde(submissions, course, workers=1, timeout=30, progress=False)
     assert "does not score full marks in the grading sandbox: it scores" in str(stopped.value)
-    assert not (course.root / "autograded").exists(), "a learner was graded"
+    assert _saved(course) == [], "a learner's grade was saved"
 
 
 def test_a_working_set_up_grades_as_before(built_course, tmp_path):
@@ -274,4 +280,4 @@ def test_learners_are_graded_beside_the_preflight_and_no_grade_is_saved_when_it_
     monkeypatch.setattr(autograde_module, "start_check", start_check)
     with pytest.raises(SetupError, match="the learner ran first: True"):
         autograde(submissions, course, workers=2, timeout=30, progress=False, isolation="unsafe")
-    assert not (course.root / "autograded").exists(), "a grade was saved before the preflight's verdict"
+    assert _saved(course) == [], "a grade was saved before the preflight's verdict"
