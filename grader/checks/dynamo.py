@@ -23,6 +23,10 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
+# The module a fork server's batch names (``fork_client.preload_for``) where its kept compiled code holds
+# Inductor graphs: the server then loads and hashes Inductor before its first kernel (``fork_server.server``).
+INDUCTOR = "torch._inductor.compile_fx"
+
 
 def _no_probe(*args, **kwargs) -> float:
     """``profile_guard_manager``'s answer without measuring: a latency of 0 microseconds."""

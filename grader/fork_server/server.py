@@ -64,13 +64,13 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
+from ..checks.dynamo import INDUCTOR
 from ..files import empty
 
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"    # what ipykernel sets for matplotlib
 PRELOADED = ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch", "numpy", "einops", "tensorcraft", "grader.checks")
 MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")   # a module named on the command line
 COMPILER = ("torch._dynamo", "torch.fx", "torch._functorch.aot_autograd")  # after _triton_for_the_interpreter
-INDUCTOR = "torch._inductor.compile_fx"    # named by a batch whose notebooks import Inductor: warmed at start
 TRITON_INTERPRET = "TRITON_INTERPRET"
 PR_SET_DUMPABLE = 4
 _inductor_warm = False      # _warm_inductor has run

@@ -126,8 +126,7 @@ def preload_for(notebooks: list[Path], compiled: list[Path] = ()) -> tuple[str, 
     Inductor where one of the kept caches ``compiled`` (``compile_cache.cache_path``) holds its graphs."""
     import nbformat
 
-    from ..checks.dynamo import holds_inductor_graphs
-    from ..fork_server.server import INDUCTOR
+    from ..checks.dynamo import INDUCTOR, holds_inductor_graphs
     sources = "\n".join(cell.source for notebook in notebooks
                         for cell in nbformat.read(notebook, as_version=4).cells if cell.cell_type == "code")
     inductor = (INDUCTOR,) if any(holds_inductor_graphs(str(kept / "torchinductor")) for kept in compiled) else ()

@@ -131,7 +131,7 @@ def test_a_server_warms_inductor_before_its_first_kernel_where_the_kept_code_hol
     would compile its test programs); a batch whose kept code holds none does not pay for it, and
     Triton is still imported for its interpreter where there is no GPU."""
     from grader.course import NOTEBOOKS
-    from grader.fork_server.server import INDUCTOR
+    from grader.checks.dynamo import INDUCTOR
     notebook = NOTEBOOKS / "10_code_generation.ipynb"
     kept = tmp_path / "kept"
     assert INDUCTOR not in fork_client.preload_for([notebook], [kept])
