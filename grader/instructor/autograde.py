@@ -38,7 +38,7 @@ from ..files import copy_atomically, write_atomically
 from ..worker.job import GradingJob, nbgrader_resources
 from ..worker.compile_cache import cache_path, masked_paths, warm_cache
 from ..worker.chains import cell_timeout, course_config, gradebook_writers, run
-from .preflight import code_known_before_check, start_check
+from .preflight import start_check
 from ..worker import fork_client
 from ..worker.sandbox import NoSandboxError, unavailable
 from .submissions import Submission, find_submissions
@@ -227,17 +227,17 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
             return {pool.submit(execute_submission, job): s for job, s in jobs.items()}
 
         futures: dict = {}
+        known: dict[str, Path | None] = {}      # the assignments whose learners were queued beside the preflight
         with timings.measure("preflight"):
             if preflight:           # a set-up that would grade everyone 0 stops here, before any grade is saved
                 try:
-                    verdicts = {a: start_check(course, a, sandboxed=confined, masked=list(masked), timeout=limit,
-                                               progress=progress, pool=pool if local else None, preload=preload)
-                                for a in batch}
+                    checks = {a: start_check(course, a, sandboxed=confined, masked=list(masked), timeout=limit,
+                                             progress=progress, pool=pool if local else None, preload=preload)
+                              for a in batch}
                     # learners whose sandboxes need no compiled code from these runs are graded beside them
-                    known = {a: code for a in batch for ready, code in [code_known_before_check(course, a, confined)]
-                             if ready}
+                    known = {a: check.code for a, check in checks.items() if check.known}
                     futures = submit([s for s in todo if s.assignment in known], known)
-                    caches = {a: verdict() for a, verdict in verdicts.items()}
+                    caches = {a: check.verdict() for a, check in checks.items()}
                 except BaseException:
                     for future in (*servers, *futures):
                         future.cancel()
@@ -246,7 +246,7 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
                 caches = {a: warm_cache(course, a) for a in batch} if confined else {}
         grading = time.perf_counter()
         bar = tqdm(total=len(todo), desc="autograde", unit="notebook", disable=not progress or not todo)
-        futures |= submit([s for s in todo if s not in futures.values()], caches)
+        futures |= submit([s for s in todo if s.assignment not in known], caches)
         try:
             for future in as_completed(futures):
                 submission = futures[future]

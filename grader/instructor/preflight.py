@@ -5,7 +5,7 @@ A broken set-up (a kernel that cannot import the grading code, a sandbox that ma
 missing compiler) would otherwise grade the whole class 0, with nothing but a status note per
 learner. Here the batch stops before any grade is saved, saying why in one line. The learners whose
 sandboxes need nothing from this run (no compiled code, or the code kept by an earlier batch) are
-graded beside it on the other workers (:func:`start_check`; at 12 learners the run was a third of a
+graded beside it on the other workers (:func:`start_check`, :class:`Check`; at 12 learners the run was a third of a
 batch, most of it with a worker idle), and their grades wait for its verdict. For a notebook that
 calls a compiler, the same run keeps the compiled code every learner's sandbox starts with
 (:mod:`grader.worker.compile_cache`), so it costs nothing extra the first time.
@@ -37,6 +37,7 @@ import site
 import sys
 import tempfile
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -71,16 +72,26 @@ def check_solution(course: Course, assignment: str, *, sandboxed: bool, masked: 
     in one of them as a learner's notebook will (:func:`grader.worker.solution_run.solution_in_a_worker`), else here;
     ``preload``: what the batch's fork servers import (``fork_client.preload_for``)."""
     return start_check(course, assignment, sandboxed=sandboxed, masked=masked, timeout=timeout,
-                       progress=progress, pool=pool, preload=preload)()
+                       progress=progress, pool=pool, preload=preload).verdict()
+
+
+@dataclass(frozen=True)
+class Check:
+    """A preflight under way. ``known``: the compiled code learners' sandboxes start with is known
+    already (``code``: none, or what an earlier batch kept), so they may be graded beside the run; not
+    where this run is to make it. ``verdict()`` waits for the run, raises :class:`SetupError` or
+    returns the code learners start with."""
+    known: bool
+    code: Path | None
+    verdict: Callable[[], Path | None]
 
 
 def start_check(course: Course, assignment: str, *, sandboxed: bool, masked: list[Path],
                 timeout: int, progress: bool = False, pool: Executor | None = None,
-                preload: tuple[str, ...] = ()) -> Callable[[], Path | None]:
+                preload: tuple[str, ...] = ()) -> Check:
     """:func:`check_solution` in two steps: the solution's run is queued in ``pool`` now (where it runs
-    in a worker), and the function returned waits for its verdict (running it here otherwise), raises
-    :class:`SetupError` or returns the kept compiled code. Learners' notebooks queued in between run
-    beside the solution's."""
+    in a worker), and the check's ``verdict()`` waits for it (running it here otherwise). Learners'
+    notebooks queued in between run beside the solution's."""
     kept = cache_path(course, assignment) if sandboxed and compiles(course.source(assignment)) else None
     making = kept is not None and not kept.exists()
     if making and progress:
@@ -90,15 +101,14 @@ def start_check(course: Course, assignment: str, *, sandboxed: bool, masked: lis
     forked = pool is not None and sandboxed and fork_client.enabled()
     passed = _passed(course, assignment, verdict_key(course, assignment, sandboxed=sandboxed, masked=masked,
                                                       timeout=limit, forked=forked))
-    kept_code = lambda: warm_cache(course, assignment) if kept is not None else None   # noqa: E731
+    code = None if making or kept is None else warm_cache(course, assignment)   # kept already: nothing runs
     if not (making or not passed.exists() or os.environ.get(RERUN, "").lower() == "always"):
-        return kept_code
-    cache = None if making or kept is None else warm_cache(course, assignment)
+        return Check(True, code, lambda: code)
     if forked:
-        run = pool.submit(solution_in_a_worker, course.root, assignment, tuple(masked), limit, cache,
+        run = pool.submit(solution_in_a_worker, course.root, assignment, tuple(masked), limit, code,
                           kept if making else None, preload).result
     else:
-        run = functools.partial(_solution_here, course, assignment, sandboxed, masked, limit, cache,
+        run = functools.partial(_solution_here, course, assignment, sandboxed, masked, limit, code,
                                 kept if making else None)
 
     def verdict() -> Path | None:
@@ -109,19 +119,8 @@ def start_check(course: Course, assignment: str, *, sandboxed: bool, masked: lis
                              f"marks {where}: {problem}")
         passed.parent.mkdir(parents=True, exist_ok=True)
         passed.touch()
-        return kept_code()
-    return verdict
-
-
-def code_known_before_check(course: Course, assignment: str, sandboxed: bool) -> tuple[bool, Path | None]:
-    """Whether the compiled code that learners' sandboxes of ``assignment`` start with is known before
-    its preflight, and which: none (no sandbox, or a notebook that calls no compiler), or the code kept
-    by an earlier batch. Not known where this preflight is to make it: those learners wait for it."""
-    if not sandboxed or not compiles(course.source(assignment)):
-        return True, None
-    if not cache_path(course, assignment).exists():
-        return False, None
-    return True, warm_cache(course, assignment)      # kept already: nothing runs
+        return warm_cache(course, assignment) if making else code
+    return Check(not making, code, verdict)
 
 
 def _passed(course: Course, assignment: str, key: str) -> Path:

@@ -19,6 +19,7 @@ keep nothing worth its time).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -77,8 +78,9 @@ def tool(name: str) -> list[object] | None:
     return [str(Path(found).resolve()), stat.st_size, stat.st_mtime_ns]
 
 
+@functools.cache
 def _processor() -> str:
-    """The processor's model and instruction sets (what ``-march=native`` compiles for)."""
+    """The processor's model and instruction sets (what ``-march=native`` compiles for), read once."""
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:

@@ -11,6 +11,7 @@ same autograde pipeline and demands the same full marks, serves every later batc
 """
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import os
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from grader.instructor import autograde as autograde_module
+from grader.instructor import preflight
 from grader.worker import compile_cache
 from grader.instructor import selfcheck
 from grader.instructor.build import build
@@ -74,14 +76,14 @@ class SolutionRuns:
         """As ``preflight.start_check``: the verdict, as a function to call."""
         key = self.key(course, assignment, sandboxed)
         if self.enabled and key in self.passed and (self.passed[key] is None or self.passed[key].is_dir()):
-            return lambda: self.passed[key]
-        verdict = self.real(course, assignment, sandboxed=sandboxed, masked=masked, timeout=timeout,
-                            progress=progress, pool=pool, preload=preload)
+            return preflight.Check(True, self.passed[key], lambda: self.passed[key])
+        check = self.real(course, assignment, sandboxed=sandboxed, masked=masked, timeout=timeout,
+                          progress=progress, pool=pool, preload=preload)
 
         def kept():
-            self.passed[key] = verdict()
+            self.passed[key] = check.verdict()
             return self.passed[key]
-        return kept
+        return dataclasses.replace(check, verdict=kept)
 
     def graded_in_full(self, course: Course, assignment: str, sandboxed: bool) -> None:
         """``grader check`` graded the solution with full marks: what the preflight asks, already shown.
