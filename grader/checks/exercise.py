@@ -155,6 +155,9 @@ class Exercise:
     in_place_hint: str = IN_PLACE_HINT  # given when an input changed and no known mistake explains how
     # True: the public cases' truths are computed once per grading worker, not per learner (checks/truths.py)
     truth_once: bool = False
+    # label -> how to compute it: parts of the reference that depend on the label alone, not on a case's
+    # tensors, which hidden cases share; kept once per grading worker too (truths.shared), with truth_once
+    shared_truths: Callable[[], dict[str, Callable[[], Any]]] | None = None
 
     @property
     def name(self) -> str:

@@ -3,10 +3,14 @@
 Some exercises' ground truth is costly (notebook 07's: Dynamo compiles each case's program; 08, 09 and
 11's: the library's compiler passes and stages, tenths of a CPU second per check in a kernel) and the
 same for every learner on the public cases. An exercise with ``truth_once=True`` lets the grading
-fork server (``grader.fork_server.server``) compute its public cases' truths once, before it forks the
+fork server (``grader.fork_server.server``) compute its public cases' truths once, while it forks the
 first kernel for that notebook (:func:`remember`); every kernel forked after inherits them, and
 ``Exercise`` reads them back (:func:`recall`) instead of calling the reference. Hidden cases are
-random per learner and are always computed.
+random per learner and are always computed; but a part of a reference that depends on a label alone,
+not on the case's tensors (07: whether Dynamo breaks a program's graph, whatever the input), is
+listed by the exercise's ``shared_truths`` and kept the same way, and the reference reads it with
+:func:`shared` on hidden cases too (07's hidden refusal cases: 1 CPU s a learner, Dynamo on eleven
+programs, then a tenth of that).
 
 A truth cannot be stale: its key is a digest of the exercise's id, the source of the module that
 defines it, torch's version, and the case's arguments as they would be passed (every tensor's dtype,
@@ -23,7 +27,7 @@ import io
 import pickle
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
@@ -74,6 +78,24 @@ def key(exercise: "Exercise", args: tuple) -> str | None:
     return digest.hexdigest()
 
 
+def _label_key(exercise: "Exercise", label: str) -> str:
+    """The key of a shared truth (:func:`shared`): the exercise, its source, torch's version, the label."""
+    digest = hashlib.sha256()
+    for part in (exercise.id, _source_digest(exercise), torch.__version__, f"label {label}"):
+        digest.update(part.encode() + b"\0")
+    return digest.hexdigest()
+
+
+def shared(exercise: "Exercise", label: str, compute: Callable[[], Any]) -> Any:
+    """The truth named ``label`` of the exercise's ``shared_truths`` (a fresh copy) where the fork server
+    kept it (:func:`remember`), else ``compute()``."""
+    wanted = _label_key(exercise, label)
+    for kept, blob in _known:
+        if kept == wanted:
+            return pickle.loads(blob)
+    return compute()
+
+
 def recall(exercise: "Exercise", args: tuple) -> Any:
     """The kept truth of ``exercise`` on ``args`` (a fresh copy), or ``MISSING``."""
     if not _known:
@@ -86,8 +108,8 @@ def recall(exercise: "Exercise", args: tuple) -> Any:
 
 
 def remember(exercise: "Exercise") -> int:
-    """Compute and keep the truths of the exercise's public cases on the CPU (not its error cases);
-    returns how many are kept. The random generators are left as they were. One thread: where a
+    """Compute and keep the truths of the exercise's public cases on the CPU (not its error cases) and
+    its ``shared_truths``; returns how many are kept. The random generators are left as they were. One thread: where a
     process has run an OpenMP parallel region, a process it forks hangs in its first one (GNU
     OpenMP's threads do not survive a fork), and the fork server forks every kernel after this."""
     global _known
@@ -106,6 +128,14 @@ def remember(exercise: "Exercise") -> int:
                     found.append((wanted, pickle.dumps(exercise.reference(*clone(args)), protocol=4)))
                 except Exception:   # a truth that cannot be computed or pickled here is computed in the kernel
                     continue
+        for label, compute in (exercise.shared_truths() if exercise.shared_truths else {}).items():
+            wanted = _label_key(exercise, label)
+            if any(k == wanted for k, _ in _known):
+                continue
+            try:
+                found.append((wanted, pickle.dumps(compute(), protocol=4)))
+            except Exception:       # computed in the kernel, as ever
+                continue
     finally:
         torch.random.set_rng_state(state)
         torch.set_num_threads(threads)

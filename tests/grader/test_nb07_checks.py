@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import tensorcraft
+from grader.checks import nb07_graph_capture as nb07
 from grader.checks.compare import mismatch
 from grader.checks.nb07_graph_capture import EXERCISES, dynamo_breaks, fx_truth, random_program, zoo_program
 from grader.checks.programs import Program
@@ -108,6 +109,18 @@ def test_fx_names_match_captures_for_reflected_and_inplace_operators():
 def test_dynamo_breaks_on_values_but_not_on_shapes():
     x = torch.randn(4, 3)
     assert dynamo_breaks("branch on a value", x) and not dynamo_breaks("branch on the shape", x)
+
+
+@pytest.mark.parametrize("name", sorted(nb07.BREAKING) + sorted(nb07.WHOLE))
+def test_dynamos_verdict_on_a_program_is_the_programs_whatever_the_input(name):
+    """What lets the checks ask Dynamo once per program (``truths.shared``): its verdict on the public
+    input holds on the sizes (1-5 rows, 2-5 columns) and signs the hidden cases draw."""
+    verdict = dynamo_breaks(name)
+    assert verdict == (name in nb07.BREAKING)
+    g = torch.Generator().manual_seed(3)
+    for x in (-torch.rand(1, 2, generator=g), torch.rand(5, 5, generator=g), torch.randn(2, 4, generator=g) * 4,
+              torch.zeros(3, 2)):
+        assert dynamo_breaks(name, x) == verdict, f"{name} on {tuple(x.shape)}"
 
 
 def test_a_guard_substitute_keeps_tensorcraft_compiling_once_per_kind():

@@ -10,6 +10,7 @@ import torch
 
 from grader.kernel import integrity
 from grader.checks import truths
+from grader.checks import nb07_graph_capture as nb07
 from grader.checks.nb07_graph_capture import INPUT_GUARD, REFUSAL
 
 CHECK_SOURCE = '''
@@ -48,7 +49,8 @@ def _public_cases(exercise):
 
 def test_kept_truths_are_dynamos_answers_on_every_public_case():
     for exercise in (REFUSAL, INPUT_GUARD):
-        assert truths.remember(exercise) == len(_public_cases(exercise))
+        shared = exercise.shared_truths() if exercise.shared_truths else {}
+        assert truths.remember(exercise) == len(_public_cases(exercise)) + len(shared)
         for case in _public_cases(exercise):
             kept = truths.recall(exercise, case.args)
             computed = exercise.reference(*case.args)
@@ -56,6 +58,20 @@ def test_kept_truths_are_dynamos_answers_on_every_public_case():
                 assert kept[0] == computed[0] and torch.equal(kept[1], computed[1])
             else:
                 assert kept == computed
+
+
+def test_hidden_refusal_cases_read_dynamos_verdict_per_program_once_kept():
+    """The kept verdicts (one per program) are Dynamo's on each hidden case's own input; a kept one is
+    read, not recomputed."""
+    from grader.checks.nb07_graph_capture import dynamo_breaks
+    assert truths.remember(REFUSAL) == len(_public_cases(REFUSAL)) + len(REFUSAL.shared_truths())
+    for group in REFUSAL.hidden(torch.Generator().manual_seed(5)):
+        for case in group.cases:
+            name, x = case.args
+            kept = REFUSAL.reference(name, x)[0]
+            assert kept == (True if name in nb07.RANDOM else dynamo_breaks(name, x)), name
+    name = sorted(nb07.BREAKING)[0]
+    assert truths.shared(REFUSAL, name, lambda: pytest.fail("a kept verdict was computed again")) is True
 
 
 def _truth_once_exercises():
@@ -166,7 +182,7 @@ def test_remember_for_a_notebook_leaves_the_random_generator_and_dynamos_counter
     assert torch.equal(torch.random.get_rng_state(), state)
     assert not counters
     kept = len(truths._known)
-    assert kept == len(_public_cases(REFUSAL)) + len(_public_cases(INPUT_GUARD))
+    assert kept == len(_public_cases(REFUSAL)) + len(REFUSAL.shared_truths()) + len(_public_cases(INPUT_GUARD))
     truths.remember_for(["07_graph_capture"])       # once per notebook
     assert len(truths._known) == kept
 
