@@ -36,7 +36,7 @@ from . import chains, fork_client
 from .integrity_watch import IntegrityWatch, check_module
 from .kernel_client import ReadyClient
 from .job import GradingJob
-from .provisioner import GradingProvisioner
+from .provisioner import GradingKernelManager, GradingProvisioner
 from .sandbox import CACHE, COMPILE_IN_THE_KERNEL, Sandbox, claim_uid
 from .timings import FORKED_CPU, KERNEL_CPU, WORKER_CPU, Timings, cell_kind, cell_step, cpu_seconds
 
@@ -67,6 +67,7 @@ class GuardedExecute(Execute):
 
     def __init__(self, sandbox: Sandbox | None = None, assignment: str | None = None, fork: bool = False, **kwargs):
         kwargs.setdefault("shutdown_kernel", "immediate")  # a hung kernel is killed, not waited for
+        kwargs.setdefault("kernel_manager_class", GradingKernelManager)  # its end is awaited, not polled for
         # The kernel's start-up warnings (plain-TCP transport) would repeat once per learner.
         kwargs.setdefault("extra_arguments", ["--IPKernelApp.log_level=ERROR"])
         self._given = {name: value for name, value in kwargs.items() if name != "config"}

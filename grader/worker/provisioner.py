@@ -34,6 +34,7 @@ import subprocess
 import typing as t
 from pathlib import Path
 
+from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning import LocalProvisioner
 
 from . import fork_client
@@ -101,10 +102,23 @@ class GradingProvisioner(LocalProvisioner):
     async def wait(self) -> int | None:
         if self.pidfd is None:
             return await super().wait()
-        while (status := await self.poll()) is None:
-            await asyncio.sleep(0.1)
+        await self.ended()
+        status = await self.poll()
         self._close_pidfd()
         return status
+
+    async def ended(self) -> None:
+        """Returns when the forked kernel has ended: its pidfd turns readable, woken by the event loop,
+        not found by polling (jupyter_client polls every 0.1 s: 0.1 s a learner, a core left idle)."""
+        if self.pidfd is None or await self.poll() is not None:
+            return
+        loop = asyncio.get_running_loop()
+        gone = loop.create_future()
+        loop.add_reader(self.pidfd, lambda: gone.done() or gone.set_result(None))
+        try:
+            await gone
+        finally:
+            loop.remove_reader(self.pidfd)
 
     async def send_signal(self, signum: int) -> None:
         if signum == signal.SIGINT and self.sandbox is not None and self.pid is not None and self.has_process:
@@ -143,3 +157,14 @@ class GradingProvisioner(LocalProvisioner):
             os.close(self.pidfd)
             self.pidfd = None
 
+
+
+class GradingKernelManager(AsyncKernelManager):
+    """jupyter_client's manager, but a killed forked kernel is awaited on its pidfd
+    (:meth:`GradingProvisioner.ended`) instead of polled for every 0.1 s."""
+
+    async def _async_wait(self, pollinterval: float = 0.1) -> None:
+        if isinstance(self.provisioner, GradingProvisioner) and self.provisioner.pidfd is not None:
+            await self.provisioner.ended()
+            return
+        await super()._async_wait(pollinterval)

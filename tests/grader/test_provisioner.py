@@ -91,3 +91,32 @@ def test_without_a_server_a_kernel_starts_in_a_sandbox_of_its_own_and_leaves_not
     assert pid_1 == "bwrap", "the kernel did not start in a sandbox of its own"
     assert interrupted["status"] == "error" and interrupted["ename"] == "KeyboardInterrupt"
     assert _running(family) == [], "a process of the kernel outlived its clean-up"
+
+
+def test_the_end_of_a_forked_kernel_is_awaited_on_its_pidfd_not_polled_for(monkeypatch):
+    """``GradingProvisioner.ended`` (and the manager's wait after a kill) wakes when the process ends: a
+    process that ends 0.3 s later is seen ended with no sleep in between."""
+    import os
+    import subprocess
+
+    from grader.worker.provisioner import GradingKernelManager
+    child = subprocess.Popen(["sleep", "0.3"])
+    provisioner = GradingProvisioner()
+    provisioner.pidfd = os.pidfd_open(child.pid)
+
+    async def no_polling(*args, **kwargs):
+        raise AssertionError("polled with asyncio.sleep")
+
+    async def wait_for_the_end():
+        manager = GradingKernelManager()
+        manager.provisioner = provisioner
+        assert await provisioner.poll() is None
+        monkeypatch.setattr(asyncio, "sleep", no_polling)
+        await manager._async_wait()
+        assert await provisioner.poll() is not None
+
+    try:
+        asyncio.run(wait_for_the_end())
+    finally:
+        provisioner._close_pidfd()
+        child.wait()
