@@ -223,11 +223,13 @@ def test_the_kept_cache_is_named_by_the_installation_that_compiles(tmp_path, mon
 
     from grader.worker import compile_cache
     course = _one_notebook_course(tmp_path, monkeypatch, COMPILES)
+    version, folder = compile_cache.torch_installation()      # read without importing torch
+    assert version == torch.__version__ and folder == str(Path(torch.__file__).resolve().parent)
     now = compile_cache.cache_path(course, "demo")
-    installed = torch.__file__
-    monkeypatch.setattr(torch, "__file__", str(tmp_path / "other-venv" / "torch" / "__init__.py"))
+    installed = compile_cache.torch_installation
+    monkeypatch.setattr(compile_cache, "torch_installation", lambda: [version, str(tmp_path / "other-venv" / "torch")])
     assert compile_cache.cache_path(course, "demo") != now
-    monkeypatch.setattr(torch, "__file__", installed)
+    monkeypatch.setattr(compile_cache, "torch_installation", installed)
     assert compile_cache.cache_path(course, "demo") == now
     monkeypatch.setattr(compile_cache, "_processor", lambda: "another processor")
     assert compile_cache.cache_path(course, "demo") != now
