@@ -26,6 +26,9 @@ from typing import Iterator
 # The module a fork server's batch names (``fork_client.preload_for``) where its kept compiled code holds
 # Inductor graphs: the server then loads and hashes Inductor before its first kernel (``fork_server.server``).
 INDUCTOR = "torch._inductor.compile_fx"
+# The module a batch names where a notebook of it loads Dynamo while graded (``fork_client.preload_for``): the
+# server then imports Dynamo and AOTAutograd and compiles once before its first kernel (``fork_server.server``).
+DYNAMO = "torch._dynamo"
 
 
 def _no_probe(*args, **kwargs) -> float:

@@ -29,7 +29,9 @@ a notebook that imported torch in an earlier cell; ``torch.set_num_threads`` wor
 
 The compiler notebooks (07-11) spend most of a fresh kernel's time importing ``torch._dynamo`` and
 what its first compile loads (AOTAutograd, sympy, networkx...): seconds per learner, on every
-learner, and so does notebook 00 (its checks' operation watch loads much of the same). The server
+learner, and so do most others (a torch function wrapped by ``torch._disable_dynamo`` imports it on
+its first call: the checks' operation watch, torch.einsum under a mode). Where the batch names
+``torch._dynamo`` (all but a batch of notebooks that never load it: ``fork_client.WITHOUT_DYNAMO``), the server
 pays it once: it imports them and the course's checks, then compiles a tiny
 function with the ``eager`` and ``aot_eager`` backends and resets Dynamo (:func:`_warm_up`), so
 that a kernel finds Dynamo as a notebook finds it after its first ``torch.compile``, with empty
@@ -64,7 +66,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from ..checks.dynamo import INDUCTOR
+from ..checks.dynamo import DYNAMO, INDUCTOR
 from ..files import empty
 
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"    # what ipykernel sets for matplotlib
@@ -90,18 +92,19 @@ def serve(batch: list[str]) -> None:
         del sys.path[0]                                 # as ipykernel_launcher does; the kernel adds "" back
     os.environ.setdefault("MPLBACKEND", INLINE_BACKEND)
     path = list(sys.path)
-    for module in PRELOADED + tuple(m for m in batch if MODULE_NAME.fullmatch(m) and m != INDUCTOR):
+    for module in PRELOADED + tuple(m for m in batch if MODULE_NAME.fullmatch(m) and m not in (DYNAMO, INDUCTOR)):
         with contextlib.suppress(Exception):
             importlib.import_module(module)
     with _triton_for_the_interpreter():
-        for module in COMPILER + _check_modules():
+        for module in (COMPILER if DYNAMO in batch else ()) + _check_modules():
             with contextlib.suppress(Exception):
                 importlib.import_module(module)
-        with contextlib.suppress(Exception):
-            from ..checks.dynamo import skip_guard_probe
-            skip_guard_probe()              # every kernel's compiles: no guard-latency probe (decides nothing)
-        with contextlib.suppress(Exception):
-            _warm_up()
+        if DYNAMO in batch:                 # a notebook of the batch loads Dynamo while graded
+            with contextlib.suppress(Exception):
+                from ..checks.dynamo import skip_guard_probe
+                skip_guard_probe()          # every kernel's compiles: no guard-latency probe (decides nothing)
+            with contextlib.suppress(Exception):
+                _warm_up()
         if INDUCTOR in batch:               # a notebook of the batch compiles with Inductor while graded
             with contextlib.suppress(Exception):
                 _warm_inductor(at_start=True)

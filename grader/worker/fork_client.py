@@ -41,6 +41,11 @@ SWITCH = "TENSORCRAFT_FORK_KERNELS"     # "off": one sandbox per kernel, no fork
 SERVER = "grader.fork_server.server"    # the module run as the server
 ON_DEMAND = {"nbformat": ("nbformat",), "nbgrader": ("nbgrader.utils",),   # a package a notebook imports ->
              "matplotlib": ("matplotlib_inline.backend_inline", "matplotlib.pyplot")}  # what its server imports
+# Notebooks whose graded run never loads Dynamo (their solutions' do not: tests/grader/test_kernel_forks.py). Every
+# other notebook loads it, most through a torch function that imports it on its first call
+# (``torch._disable_dynamo``: the checks' operation watch, torch.einsum under a mode) if not by torch.compile;
+# a batch of these only gets servers without it (1.7 CPU s a server: Dynamo, AOTAutograd, a first compile).
+WITHOUT_DYNAMO = frozenset({"01_einsum_notation", "02_einsum_parsing", "05_rearrange"})
 START_TIMEOUT = 120.0       # seconds for the server's imports, on a loaded machine
 REPLY_TIMEOUT = 30.0
 
@@ -122,17 +127,19 @@ def key(sandbox: Sandbox, preload: tuple[str, ...] = ()) -> tuple:
 
 def preload_for(notebooks: list[Path], compiled: list[Path] = ()) -> tuple[str, ...]:
     """The modules of :data:`ON_DEMAND` whose package a code cell of one of ``notebooks`` imports
-    (the course's own notebooks: an instructor's, never a learner's, decides what a server loads), and
-    Inductor where one of the kept caches ``compiled`` (``compile_cache.cache_path``) holds its graphs."""
+    (the course's own notebooks: an instructor's, never a learner's, decides what a server loads),
+    Dynamo unless every notebook is one of :data:`WITHOUT_DYNAMO`, and Inductor where one of the kept
+    caches ``compiled`` (``compile_cache.cache_path``) holds its graphs."""
     import nbformat
 
-    from ..checks.dynamo import INDUCTOR, holds_inductor_graphs
+    from ..checks.dynamo import DYNAMO, INDUCTOR, holds_inductor_graphs
     sources = "\n".join(cell.source for notebook in notebooks
                         for cell in nbformat.read(notebook, as_version=4).cells if cell.cell_type == "code")
+    dynamo = () if all(Path(notebook).stem in WITHOUT_DYNAMO for notebook in notebooks) else (DYNAMO,)
     inductor = (INDUCTOR,) if any(holds_inductor_graphs(str(kept / "torchinductor")) for kept in compiled) else ()
     return tuple(module for package, modules in ON_DEMAND.items()
                  if re.search(rf"^\s*(import|from)\s+{re.escape(package)}\b", sources, re.MULTILINE)
-                 for module in modules) + inductor
+                 for module in modules) + dynamo + inductor
 
 
 class _Station(threading.local):

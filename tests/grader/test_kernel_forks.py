@@ -114,14 +114,51 @@ def test_two_forked_kernels_draw_different_random_numbers():
 
 
 def test_a_forked_kernel_finds_dynamo_loaded_and_nothing_left_of_the_servers_warm_up():
-    """The server imported torch._dynamo and compiled once (grader.fork_server.server._warm_up): a kernel
-    finds it loaded, with no counter, compiled function or TRITON_INTERPRET of the server's."""
+    """Where the batch names it, the server imported torch._dynamo and compiled once
+    (grader.fork_server.server._warm_up): a kernel finds it loaded, with no counter, compiled function or
+    TRITON_INTERPRET of the server's; a batch that does not name it gets a server without it."""
+    from grader.checks.dynamo import DYNAMO
     source = ("import json, os, sys\nloaded = 'torch._dynamo' in sys.modules\n"
               "import torch._dynamo\nfrom torch._dynamo.utils import counters\n"
               "print(json.dumps({'loaded': loaded, 'interpret': os.environ.get('TRITON_INTERPRET'),"
               " 'counters': {k: dict(v) for k, v in counters.items() if v}}))")
-    (forked,), _ = _run([source], fork=True)
+    (forked,), _ = _run([source], fork=True, preload=(DYNAMO,))
     assert forked == {"loaded": True, "interpret": os.environ.get("TRITON_INTERPRET"), "counters": {}}
+    (without,), _ = _run([source], fork=True)
+    assert without["loaded"] is False
+
+
+NEVER_LOADS_DYNAMO = """
+import os, sys
+os.environ["NBGRADER_EXECUTION"] = "autograde"
+os.environ["MPLBACKEND"] = "agg"
+import nbformat
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+notebook = nbformat.read(sys.argv[1], as_version=4)
+for cell in notebook.cells:
+    if cell.cell_type == "code":
+        result = shell.run_cell(cell.source)
+        assert result.success, (cell.source[:200], result.error_in_exec or result.error_before_exec)
+assert "torch._dynamo" not in sys.modules, "the solution loaded Dynamo"
+"""
+
+
+@pytest.mark.parametrize("assignment", sorted(fork_client.WITHOUT_DYNAMO))
+def test_the_notebooks_whose_servers_skip_dynamo_never_load_it(assignment, built_course):
+    """fork_client.WITHOUT_DYNAMO: the solution, run as grading runs it (hidden tests included), ends
+    without torch._dynamo imported; and a batch of only such notebooks does not name it."""
+    import subprocess
+    import sys
+
+    from grader.checks.dynamo import DYNAMO
+    from grader.course import NOTEBOOKS
+    source = built_course[0].source(assignment)
+    assert DYNAMO not in fork_client.preload_for([source])
+    assert DYNAMO in fork_client.preload_for([source, NOTEBOOKS / "00_welcome.ipynb"])
+    ran = subprocess.run([sys.executable, "-c", NEVER_LOADS_DYNAMO, str(source)], cwd=NOTEBOOKS,
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:]
 
 
 def test_a_server_warms_inductor_before_its_first_kernel_where_the_kept_code_holds_inductor_graphs(tmp_path):
