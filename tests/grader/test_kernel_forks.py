@@ -190,11 +190,12 @@ def test_the_batch_decides_whether_the_server_imports_nbformat_nbgrader_and_matp
     """Only notebook 00 imports nbformat and nbgrader (its demo of nbgrader's rule), every notebook but
     00 matplotlib: a server imports those its batch's notebooks import, once for every kernel."""
     from grader.course import NOTEBOOKS
+    from grader.checks.dynamo import DYNAMO
     grading, plotting = ("nbformat", "nbgrader.utils"), ("matplotlib_inline.backend_inline", "matplotlib.pyplot")
-    assert fork_client.preload_for([NOTEBOOKS / "00_welcome.ipynb"]) == grading
-    assert fork_client.preload_for([NOTEBOOKS / "07_graph_capture.ipynb"]) == plotting
+    assert fork_client.preload_for([NOTEBOOKS / "00_welcome.ipynb"]) == (*grading, DYNAMO)
+    assert fork_client.preload_for([NOTEBOOKS / "07_graph_capture.ipynb"]) == (*plotting, DYNAMO)
     assert set(fork_client.preload_for([NOTEBOOKS / "07_graph_capture.ipynb", NOTEBOOKS / "00_welcome.ipynb"])) \
-        == {*grading, *plotting}
+        == {*grading, *plotting, DYNAMO}
     source = ("import json, sys\nprint(json.dumps({m: m in sys.modules for m in "
               "('nbformat', 'nbgrader.utils', 'matplotlib.pyplot')}))")
     (plain,), _ = _run([source], fork=True)
