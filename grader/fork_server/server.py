@@ -75,6 +75,7 @@ PRELOADED = ("ipykernel.kernelapp", "ipykernel.ipkernel", "torch", "numpy", "ein
 MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")   # a module named on the command line
 COMPILER = ("torch._dynamo", "torch.fx", "torch._functorch.aot_autograd")  # after _triton_for_the_interpreter
 TRITON_INTERPRET = "TRITON_INTERPRET"
+CHECKS = "grader.checks.nb"     # a batch's check module, grader.checks.nb07_graph_capture: its truths at start
 PR_SET_DUMPABLE = 4
 _inductor_warm = False      # _warm_inductor has run
 
@@ -92,7 +93,8 @@ def serve(batch: list[str]) -> None:
         del sys.path[0]                                 # as ipykernel_launcher does; the kernel adds "" back
     os.environ.setdefault("MPLBACKEND", INLINE_BACKEND)
     path = list(sys.path)
-    for module in PRELOADED + tuple(m for m in batch if MODULE_NAME.fullmatch(m) and m not in (DYNAMO, INDUCTOR)):
+    for module in PRELOADED + tuple(m for m in batch if MODULE_NAME.fullmatch(m) and m not in (DYNAMO, INDUCTOR)
+                                    and not m.startswith(CHECKS)):
         with contextlib.suppress(Exception):
             importlib.import_module(module)
     with _triton_for_the_interpreter():
@@ -105,6 +107,8 @@ def serve(batch: list[str]) -> None:
                 skip_guard_probe()          # every kernel's compiles: no guard-latency probe (decides nothing)
             with contextlib.suppress(Exception):
                 _warm_up()
+        with contextlib.suppress(Exception):    # the batch's notebooks': no kernel computes its own
+            _remember_truths([m.removeprefix(CHECKS) for m in batch if m.startswith(CHECKS)])
         if INDUCTOR in batch:               # a notebook of the batch compiles with Inductor while graded
             with contextlib.suppress(Exception):
                 _warm_inductor(at_start=True)
@@ -128,13 +132,15 @@ def serve(batch: list[str]) -> None:
             _warm_inductor()
 
 
-def _remember_truths() -> None:
-    """The public ground truths that the checks of the notebook handed in (in the scratch folder,
-    the kernel's working folder) compute once per worker: computed here, once per notebook, while
-    the first kernel runs (it computes its own), so that every kernel forked after inherits them
-    (``grader.checks.truths``)."""
+def _remember_truths(notebooks: list[str] | None = None) -> None:
+    """The public ground truths that the checks of ``notebooks`` compute once per worker, computed here
+    once per notebook so that every kernel forked after inherits them (``grader.checks.truths``): at
+    start for the notebooks the batch names (``grader.checks.nbNN_name``: its check modules), and after
+    each fork for the notebook handed in (in the scratch folder, the kernel's working folder) if it
+    was not named, while that kernel runs (it computes its own)."""
     from grader.checks import truths
-    truths.remember_for(sorted(p.stem for p in Path.cwd().glob("[0-9][0-9]_*.ipynb")))
+    truths.remember_for(sorted(p.stem for p in Path.cwd().glob("[0-9][0-9]_*.ipynb")) if notebooks is None
+                        else notebooks)
 
 
 def _warm_inductor(at_start: bool = False) -> None:

@@ -203,6 +203,7 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
         partial.unlink()
     outcomes = [Outcome(s, "skipped") for s in submissions if not force and _is_done(course, s)]
     todo = [s for s in submissions if force or not _is_done(course, s)]
+    context = worker_context() if pool is None and todo else None   # the workers' imports start now
     with timings.measure("register"):
         hashes, problems = _register(course, todo)
     outcomes += [Outcome(s, "error", notes=[why]) for s, why in problems.items()]
@@ -214,7 +215,7 @@ def autograde(folder: Path, course: Course, *, workers: int | None = None, timeo
     batch = sorted({s.assignment for s in todo})
     preload = fork_client.preload_for([course.source(a) for a in batch],
                                       [cache_path(course, a) for a in batch]) if confined else ()
-    with pool or ProcessPoolExecutor(workers, mp_context=worker_context(), initializer=start_worker,
+    with pool or ProcessPoolExecutor(workers, mp_context=context or worker_context(), initializer=start_worker,
                                      initargs=(dict(os.environ),)) as pool:
         # the local workers start their fork servers; the preflight then runs in one of them, forked as a learner's
         servers = ([pool.submit(start_fork_server, masked, preload) for _ in range(workers)]

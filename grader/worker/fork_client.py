@@ -128,8 +128,11 @@ def key(sandbox: Sandbox, preload: tuple[str, ...] = ()) -> tuple:
 def preload_for(notebooks: list[Path], compiled: list[Path] = ()) -> tuple[str, ...]:
     """The modules of :data:`ON_DEMAND` whose package a code cell of one of ``notebooks`` imports
     (the course's own notebooks: an instructor's, never a learner's, decides what a server loads),
-    Dynamo unless every notebook is one of :data:`WITHOUT_DYNAMO`, and Inductor where one of the kept
-    caches ``compiled`` (``compile_cache.cache_path``) holds its graphs."""
+    Dynamo unless every notebook is one of :data:`WITHOUT_DYNAMO`, each notebook's check module (the
+    server computes their shared ground truths before its first kernel: ``grader.checks.truths``), and
+    Inductor where one of the kept caches ``compiled`` (``compile_cache.cache_path``) holds its graphs."""
+    import importlib.util
+
     import nbformat
 
     from ..checks.dynamo import DYNAMO, INDUCTOR, holds_inductor_graphs
@@ -137,9 +140,11 @@ def preload_for(notebooks: list[Path], compiled: list[Path] = ()) -> tuple[str, 
                         for cell in nbformat.read(notebook, as_version=4).cells if cell.cell_type == "code")
     dynamo = () if all(Path(notebook).stem in WITHOUT_DYNAMO for notebook in notebooks) else (DYNAMO,)
     inductor = (INDUCTOR,) if any(holds_inductor_graphs(str(kept / "torchinductor")) for kept in compiled) else ()
+    checks = tuple(name for name in (f"grader.checks.nb{Path(notebook).stem}" for notebook in notebooks)
+                   if importlib.util.find_spec(name) is not None)
     return tuple(module for package, modules in ON_DEMAND.items()
                  if re.search(rf"^\s*(import|from)\s+{re.escape(package)}\b", sources, re.MULTILINE)
-                 for module in modules) + dynamo + inductor
+                 for module in modules) + dynamo + checks + inductor
 
 
 class _Station(threading.local):

@@ -192,10 +192,11 @@ def test_the_batch_decides_whether_the_server_imports_nbformat_nbgrader_and_matp
     from grader.course import NOTEBOOKS
     from grader.checks.dynamo import DYNAMO
     grading, plotting = ("nbformat", "nbgrader.utils"), ("matplotlib_inline.backend_inline", "matplotlib.pyplot")
-    assert fork_client.preload_for([NOTEBOOKS / "00_welcome.ipynb"]) == (*grading, DYNAMO)
-    assert fork_client.preload_for([NOTEBOOKS / "07_graph_capture.ipynb"]) == (*plotting, DYNAMO)
+    checks00, checks07 = "grader.checks.nb00_welcome", "grader.checks.nb07_graph_capture"
+    assert fork_client.preload_for([NOTEBOOKS / "00_welcome.ipynb"]) == (*grading, DYNAMO, checks00)
+    assert fork_client.preload_for([NOTEBOOKS / "07_graph_capture.ipynb"]) == (*plotting, DYNAMO, checks07)
     assert set(fork_client.preload_for([NOTEBOOKS / "07_graph_capture.ipynb", NOTEBOOKS / "00_welcome.ipynb"])) \
-        == {*grading, *plotting, DYNAMO}
+        == {*grading, *plotting, DYNAMO, checks00, checks07}
     source = ("import json, sys\nprint(json.dumps({m: m in sys.modules for m in "
               "('nbformat', 'nbgrader.utils', 'matplotlib.pyplot')}))")
     (plain,), _ = _run([source], fork=True)
@@ -297,3 +298,16 @@ def test_a_kernel_the_server_cannot_fork_starts_in_a_sandbox_of_its_own(monkeypa
     (printed,), executor = _run(["print(open('/proc/1/comm').read().strip())"], fork=True)
     assert printed == ("bwrap\n", []), "the kernel did not start in a sandbox of its own (bubblewrap's PID 1)"
     assert executor.lost is None
+
+
+def test_the_first_kernel_finds_the_truths_of_the_notebooks_its_batch_names():
+    """grader.fork_server.server: the batch's check modules (``fork_client.preload_for``) have their shared
+    ground truths computed before the server's first kernel, which then computes none of its own."""
+    from grader.checks.dynamo import DYNAMO
+    source = ("import json\nfrom grader.checks import truths\nfrom grader.checks.nb07_graph_capture import REFUSAL\n"
+              "print(json.dumps({'kept': len(truths._known), 'program': truths.shared(REFUSAL, 'torch.unique', "
+              "lambda: 'computed')}))")
+    (named,), _ = _run([source], fork=True, preload=(DYNAMO, "grader.checks.nb07_graph_capture"))
+    assert named["kept"] > 0 and named["program"] is True
+    (unnamed,), _ = _run([source], fork=True, preload=(DYNAMO,))
+    assert unnamed == {"kept": 0, "program": "computed"}
