@@ -99,7 +99,8 @@ def serve(batch: list[str]) -> None:
         with contextlib.suppress(Exception):
             importlib.import_module(module)
     with _triton_for_the_interpreter():
-        for module in (COMPILER if DYNAMO in batch else ()) + _check_modules():
+        named = tuple(m for m in batch if m.startswith(CHECKS) and MODULE_NAME.fullmatch(m))
+        for module in (COMPILER if DYNAMO in batch else ()) + (named or _check_modules()):  # the batch's, else all
             with contextlib.suppress(Exception):
                 importlib.import_module(module)
         if DYNAMO in batch:                 # a notebook of the batch loads Dynamo while graded
@@ -109,7 +110,7 @@ def serve(batch: list[str]) -> None:
             with contextlib.suppress(Exception):
                 _warm_up()
         with contextlib.suppress(Exception):    # the batch's notebooks': no kernel computes its own
-            _remember_truths([m.removeprefix(CHECKS) for m in batch if m.startswith(CHECKS)])
+            _remember_truths([m.removeprefix(CHECKS) for m in named])
         if INDUCTOR in batch:               # a notebook of the batch compiles with Inductor while graded
             with contextlib.suppress(Exception):
                 _warm_inductor(at_start=True)
