@@ -18,7 +18,6 @@ import statistics
 from dataclasses import dataclass
 from typing import Callable
 
-import torch
 from torch.utils.benchmark.utils.timer import timer as clock   # perf_counter, after a GPU sync
 
 MAX_CALLS = 1 << 30          # calls per block at most (a function that returns at once)

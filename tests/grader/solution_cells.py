@@ -3,14 +3,21 @@
 ``solution("09_fusion_memory", "my_plan_memory")`` runs, in the notebook's order, its imports cell, its
 solution cells, and the definitions of the other code cells (imports, functions, classes, assignments
 that call nothing: a table an answer reads), never a demo or a check; and returns the function, a
-learner's right answer as the notebook states it."""
+learner's right answer as the notebook states it. What an imports cell sets for the whole process
+(``os.environ["OMP_NUM_THREADS"]``, torch's number of threads: 11 sets one, 09 two) is put back
+afterwards: it would leak into the tests that run after in the same process (a subprocess started
+later inherited ``OMP_NUM_THREADS=1``)."""
 from __future__ import annotations
 
 import ast
 import functools
+import os
 import re
 from pathlib import Path
 from typing import Any, Callable
+from unittest import mock
+
+import torch
 
 SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions"
 CELL = re.compile(r"^# %%.*$", re.M)
@@ -29,6 +36,15 @@ def solution(assignment: str, name: str, edits: tuple[tuple[str, str], ...] = ()
     """The function ``name`` as the solution cell of ``assignment`` defines it, in a namespace of its own.
     ``edits``: (old, new) replacements in that cell (each old text there exactly once): a learner's
     mistake written into the solution, for a test that the check names it."""
+    threads = torch.get_num_threads()
+    try:
+        with mock.patch.dict(os.environ):
+            return _solution(assignment, name, edits)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _solution(assignment: str, name: str, edits: tuple[tuple[str, str], ...]) -> Callable[..., Any]:
     cells = _cells(assignment)
     defining = [source for head, source in cells if '"solution": true' in head
                 and re.search(rf"^def {re.escape(name)}\(", source, re.M)]
