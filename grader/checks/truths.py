@@ -89,18 +89,17 @@ def _label_key(exercise: "Exercise", label: str) -> str:
 def shared(exercise: "Exercise", label: str, compute: Callable[[], Any]) -> Any:
     """The truth named ``label`` of the exercise's ``shared_truths`` (a fresh copy) where the fork server
     kept it (:func:`remember`), else ``compute()``."""
-    wanted = _label_key(exercise, label)
-    for kept, blob in _known:
-        if kept == wanted:
-            return pickle.loads(blob)
-    return compute()
+    kept = _kept(_label_key(exercise, label)) if _known else MISSING
+    return compute() if kept is MISSING else kept
 
 
 def recall(exercise: "Exercise", args: tuple) -> Any:
     """The kept truth of ``exercise`` on ``args`` (a fresh copy), or ``MISSING``."""
-    if not _known:
-        return MISSING
-    wanted = key(exercise, args)
+    return _kept(key(exercise, args)) if _known else MISSING
+
+
+def _kept(wanted: str | None) -> Any:
+    """A fresh copy of the truth kept under ``wanted``, or ``MISSING``."""
     for kept, blob in _known:
         if kept == wanted:
             return pickle.loads(blob)

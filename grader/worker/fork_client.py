@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..files import empty
+from .integrity_watch import check_module
 from .sandbox import Sandbox, descendants, kill_until_gone, ns_pid
 
 SWITCH = "TENSORCRAFT_FORK_KERNELS"     # "off": one sandbox per kernel, no fork server
@@ -131,8 +132,6 @@ def preload_for(notebooks: list[Path], compiled: list[Path] = ()) -> tuple[str, 
     Dynamo unless every notebook is one of :data:`WITHOUT_DYNAMO`, each notebook's check module (the
     server computes their shared ground truths before its first kernel: ``grader.checks.truths``), and
     Inductor where one of the kept caches ``compiled`` (``compile_cache.cache_path``) holds its graphs."""
-    import importlib.util
-
     import nbformat
 
     from ..checks.dynamo import DYNAMO, INDUCTOR, holds_inductor_graphs
@@ -140,8 +139,7 @@ def preload_for(notebooks: list[Path], compiled: list[Path] = ()) -> tuple[str, 
                         for cell in nbformat.read(notebook, as_version=4).cells if cell.cell_type == "code")
     dynamo = () if all(Path(notebook).stem in WITHOUT_DYNAMO for notebook in notebooks) else (DYNAMO,)
     inductor = (INDUCTOR,) if any(holds_inductor_graphs(str(kept / "torchinductor")) for kept in compiled) else ()
-    checks = tuple(name for name in (f"grader.checks.nb{Path(notebook).stem}" for notebook in notebooks)
-                   if importlib.util.find_spec(name) is not None)
+    checks = tuple(name for name in (check_module(Path(notebook).stem) for notebook in notebooks) if name)
     return tuple(module for package, modules in ON_DEMAND.items()
                  if re.search(rf"^\s*(import|from)\s+{re.escape(package)}\b", sources, re.MULTILINE)
                  for module in modules) + dynamo + checks + inductor
