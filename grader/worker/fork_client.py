@@ -25,6 +25,7 @@ import os
 import re
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -65,9 +66,13 @@ class ForkServer:
             if not self._reply(START_TIMEOUT).get("ready"):
                 raise OSError("the fork server did not start")
             self.pid = next(p for p in descendants(self.process.pid) if ns_pid(p) == 1)
+            pidfd = os.pidfd_open(self.pid)
         except (OSError, StopIteration, ValueError) as error:
-            self.close()
+            _end(self.process, sandbox=sandbox)
             raise OSError(f"the fork server did not start: {error}") from error
+        # at close(), at the process's end, or once the server is dropped (not holding it: a long-lived
+        # worker starts many); its namespace only: by then the uid may run the kernels of a newer server
+        self._ended = Finalize(self, _end, (self.process, pidfd), exitpriority=2)
 
     def fork(self, argv: list[str]) -> int:
         """A new kernel running ``argv`` (an ipykernel command line), forked from the server: its pid
@@ -92,7 +97,8 @@ class ForkServer:
         return self.process.poll() is None
 
     def close(self) -> None:
-        _end(self.process, self.sandbox)
+        self._ended()
+        self.sandbox.end()
 
     def _reply(self, timeout: float) -> dict:
         line, deadline, fd = b"", time.monotonic() + timeout, self.process.stdout.fileno()
@@ -107,14 +113,25 @@ class ForkServer:
         return json.loads(line)
 
 
-def _end(process: subprocess.Popen, sandbox: Sandbox | None = None) -> None:
-    """Kill a server's process (and so its namespace); with ``sandbox``, whatever still runs under its uid."""
+def _end(process: subprocess.Popen, pidfd: int | None = None, within: float = 10.0,
+         sandbox: Sandbox | None = None) -> None:
+    """Kill a server (``pidfd``: the namespace's PID 1, so every process in it) and bubblewrap's
+    ``process``, and return once the server has ended; with ``sandbox``, whatever still runs under
+    its uid. Killing bubblewrap alone does not end the server (its parent-death signal is dropped
+    when it takes the sandbox's uid): it ended 1.7 s later, on its own, after the scratch folder
+    holding it was gone."""
+    if pidfd is not None:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
     with contextlib.suppress(OSError):
         process.kill()
     process.wait()
     for stream in (process.stdin, process.stdout):
         with contextlib.suppress(OSError):
             stream.close()
+    if pidfd is not None:
+        select.select([pidfd], [], [], within)     # readable once it ended, and its namespace with it
+        os.close(pidfd)
     if sandbox is not None:
         sandbox.end()
 
@@ -187,9 +204,6 @@ def server_for(sandbox: Sandbox) -> ForkServer | None:
         _refused.append(str(error))
         print(f"tensorcraft: kernels start one by one: {error}", file=sys.stderr)
         return None
-    # at the process's end, or once the server is dropped (not holding it: a long-lived worker starts many)
-    # (its process only: by then the uid may run the kernels of a newer server)
-    Finalize(_station.server, _end, (_station.server.process,), exitpriority=2)
     return _station.server
 
 

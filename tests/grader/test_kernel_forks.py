@@ -3,10 +3,15 @@ own, and the learners who share a server one after another cannot reach each oth
 import json
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import nbformat
+import psutil
 import pytest
 
+from grader.course import REPO
 from grader.worker import fork_client
 from grader.worker.execute import GuardedExecute
 from grader.worker.sandbox import claim_uid, unavailable
@@ -270,6 +275,31 @@ def test_a_server_that_died_is_replaced_for_the_next_learner():
     (printed,), executor = _run(["print('graded')"], fork=True)
     assert printed == ("graded\n", [])
     assert fork_client.running() is not server
+
+
+ENDS_WITH_ITS_SERVER = r'''
+from grader.worker import fork_client
+from grader.worker.sandbox import claim_uid
+with fork_client.sandbox_for_a_learner([], claim_uid()) as box:
+    box.prepare()
+    server = fork_client.server_for(box)
+print(server.pid, fork_client.scratch())
+'''                    # then ends as a grading worker does: multiprocessing's finalizers end the server
+
+
+def test_a_server_has_ended_with_its_namespace_when_its_worker_has_ended():
+    """The server (and every process of its namespace) must be gone before the worker removes the
+    scratch folder they run in: killing bubblewrap alone left it running 1.7 s after the worker ended."""
+    worker = subprocess.run([sys.executable, "-c", ENDS_WITH_ITS_SERVER], capture_output=True, text=True,
+                            timeout=120, cwd=REPO)
+    assert worker.returncode == 0, worker.stderr
+    pid, scratch = worker.stdout.split()
+    assert not Path(scratch).exists()
+    try:
+        status = psutil.Process(int(pid)).status()
+    except psutil.NoSuchProcess:
+        status = "gone"
+    assert status in ("gone", psutil.STATUS_ZOMBIE), f"the server outlived its worker: {status}"
 
 
 def test_where_no_server_can_start_each_kernel_starts_in_a_sandbox_of_its_own(monkeypatch, capsys):
