@@ -24,9 +24,11 @@ import psutil
 
 from grader.course import REPO, SOLUTIONS
 from grader.instructor.build import source_notebook
+from grader.worker import fork_client
 from grader.worker.sandbox import CACHE, COMPILE_SETTINGS, RUN_SETTINGS
 
-# What the fork server loads before it forks a kernel (its own steps, run in the kernel here).
+# What the fork server loads before it forks a kernel (its own steps, run in the kernel here), with
+# ``batch``: what it imports for the notebook's batch (``fork_client.preload_for``).
 PRELOAD = '''
 import contextlib, importlib, os
 from grader.fork_server import server as _server
@@ -35,7 +37,7 @@ for _name in _server.PRELOADED:
     with contextlib.suppress(Exception):
         importlib.import_module(_name)
 with _server._triton_for_the_interpreter():
-    for _name in _server.COMPILER + _server._check_modules():
+    for _name in _server.COMPILER + _server._check_modules() + {batch!r}:
         with contextlib.suppress(Exception):
             importlib.import_module(_name)
     from grader.checks.dynamo import skip_guard_probe
@@ -124,11 +126,14 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="kernel-cells-") as folder:
         cold, learner = Path(folder) / "cold", Path(folder) / "learner"
         cold.mkdir()
-        run(notebook, cold, PRELOAD)
+        saved = Path(folder) / f"{args.assignment}.ipynb"
+        nbformat.write(notebook, saved)
+        setup = PRELOAD.format(batch=fork_client.preload_for([saved]))   # matplotlib, nbformat, nbgrader
+        run(notebook, cold, setup)
         if (cold / CACHE).is_dir():
             shutil.copytree(cold / CACHE, learner / CACHE, symlinks=True)
         learner.mkdir(exist_ok=True)
-        preload, cells = run(notebook, learner, PRELOAD + AFTER_THE_FIRST.format(name=args.assignment))
+        preload, cells = run(notebook, learner, setup + AFTER_THE_FIRST.format(name=args.assignment))
     print(f"{args.assignment}, a learner's kernel (prefilled): cells {sum(c[0] for c in cells):.2f} CPU s "
           f"({sum(c[1] for c in cells):.1f} s wall); the fork server's share, paid once per worker: {preload:.2f} CPU s")
     for cpu, wall, index, grade_id, error in sorted(cells, reverse=True)[:args.top]:

@@ -63,12 +63,45 @@ def unflatten(leaves: list[Any], spec: Any) -> Any:
     return pytree.tree_unflatten(leaves, spec)
 
 
+# Exact types walked here without pytree's machinery (its is_leaf call, type lookup and spec for each
+# value): a graph's node arguments are made of them, and the compiler's passes walk those for every
+# node of every copy. Plain tuples, lists and dicts are opened, in pytree's order; the leaf types are
+# ones pytree has no entry for (None, a leaf in this torch's pytree, joins them only if it is one).
+_PLAIN_LEAVES = {int, float, bool, complex, str, bytes, torch.dtype, torch.device, type(Ellipsis)} \
+    | ({type(None)} if pytree.tree_leaves(None) == [None] else set())
+
+
 def leaves(tree: Any) -> list[Any]:
-    return pytree.tree_leaves(tree, is_leaf=_is_leaf)
+    found: list[Any] = []
+    _collect(tree, found)
+    return found
+
+
+def _collect(value: Any, found: list[Any]) -> None:
+    cls = type(value)
+    if cls is tuple or cls is list:
+        for item in value:
+            _collect(item, found)
+    elif cls is dict:
+        for item in value.values():
+            _collect(item, found)
+    elif cls in _WHOLE or cls in _PLAIN_LEAVES:
+        found.append(value)
+    else:
+        found.extend(pytree.tree_leaves(value, is_leaf=_is_leaf))
 
 
 def map_leaves(fn: Callable[[Any], Any], tree: Any) -> Any:
     """``tree`` rebuilt with every leaf replaced by ``fn(leaf)`` (containers rebuilt as their own type)."""
+    cls = type(tree)
+    if cls is tuple:
+        return tuple([map_leaves(fn, item) for item in tree])
+    if cls is list:
+        return [map_leaves(fn, item) for item in tree]
+    if cls is dict:
+        return {key: map_leaves(fn, item) for key, item in tree.items()}
+    if cls in _WHOLE or cls in _PLAIN_LEAVES:
+        return fn(tree)
     return pytree.tree_map(fn, tree, is_leaf=_is_leaf)
 
 
