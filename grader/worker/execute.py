@@ -64,6 +64,7 @@ class GuardedExecute(Execute):
     hung: dict[str, str] = {}       # function the notebook defined -> the cell where it ran past the limit
     _running = ""                   # the name of the cell being run, for the messages
     _timed_out = False              # whether the cell being run was interrupted at its limit
+    _reply: dict | None = None      # the execute reply of the cell being run
 
     def __init__(self, sandbox: Sandbox | None = None, assignment: str | None = None, fork: bool = False, **kwargs):
         kwargs.setdefault("shutdown_kernel", "immediate")  # a hung kernel is killed, not waited for
@@ -133,15 +134,17 @@ class GuardedExecute(Execute):
             with self.timings.measure("integrity check"):
                 self.integrity = IntegrityWatch(self.kc, check_module(self.assignment))
                 self.integrity.before_first_cell()
+        last, self._reply = index == len(self.nb.cells) - 1, None
         try:
             graded = bool(cell.metadata.get("nbgrader", {}).get("grade"))
             with self.timings.measure(cell_step(index, cell_kind(cell.source, graded))):
-                cell, resources = super().preprocess_cell(cell, resources, index)
+                with self.integrity.sending(cell, last) if self.integrity else contextlib.nullcontext():
+                    cell, resources = super().preprocess_cell(cell, resources, index)
             if self._timed_out and (function := _hung_function(cell)):
                 self.hung.setdefault(function, self._running)
             if self.integrity:
                 with self.timings.measure("integrity check"):
-                    self.integrity.after_cell(cell, index, last=index == len(self.nb.cells) - 1)
+                    self.integrity.after_cell(cell, index, last=last, reply=self._reply)
             return cell, resources
         except DeadKernelError:
             self.lost = f"the kernel died in {_cell_name(cell, index)}"
@@ -152,6 +155,11 @@ class GuardedExecute(Execute):
                 "CellTimeoutError", f"this cell ran past its {self.timeout} s limit and ignored the interrupt"))
         return cell, resources
 
+
+    async def _async_poll_for_reply(self, *args, **kwargs):
+        """nbclient's wait for the cell's execute reply, kept: it carries the cell's verification."""
+        self._reply = await super()._async_poll_for_reply(*args, **kwargs)
+        return self._reply
 
     async def _async_handle_timeout(self, timeout, cell=None):
         """Interrupt the cell (as nbgrader does) with an error that states the limit."""

@@ -58,3 +58,27 @@ def test_a_kernel_is_ready_once_it_answers_without_waiting_for_a_quiet_iopub_cha
     asyncio.run(Connected().wait_for_ready(timeout=5))
     assert shell.reads == 1 and iopub.reads == 1, "read IOPub again after the kernel was ready"
     assert len(iopub.messages) == 1, "the rest is left to nbclient, which skips what is not its requests'"
+
+
+def test_a_change_to_the_grading_code_is_named_at_its_cell_whether_the_cell_ran_or_raised(tmp_path, monkeypatch):
+    """The verification rides on a cell's own execute request and is answered in its reply; after a
+    cell that raised (the kernel evaluates nothing then) it is asked on its own. Either way the cell
+    that changed the grading code is the one named, and every graded cell from it on scores 0."""
+    from grader.worker.integrity_watch import IntegrityWatch
+    asked = []
+    ask = IntegrityWatch._ask
+    monkeypatch.setattr(IntegrityWatch, "_ask", lambda self, expression: asked.append(expression) or ask(self, expression))
+    patch = "import grader.checks.compare as c\nc.mismatch = lambda *a, **k: None"
+    for patched, then, asked_alone in ((patch, "x = 2", 0), (patch + "\nraise ValueError('and fails')", "x = 2", 1)):
+        asked.clear()
+        notebook = nbformat.v4.new_notebook(cells=[
+            _graded("x = 1", "before"), nbformat.v4.new_code_cell("y = 1"), nbformat.v4.new_code_cell(patched),
+            _graded(then, "after")])
+        executor = GuardedExecute(timeout=30, assignment="00_welcome")
+        executor.preprocess(notebook, {"metadata": {"path": str(tmp_path)}})
+        scores = {c.metadata["nbgrader"]["grade_id"]: determine_grade(c)[0]
+                  for c in notebook.cells if "nbgrader" in c.metadata}
+        assert scores == {"before": 1, "after": 0}
+        assert executor.integrity.modified.startswith("the grading code was modified at cell 3 (grader.checks.compare.mismatch")
+        verifications = [e for e in asked if ".verify(" in e]
+        assert len(verifications) == asked_alone, asked     # the others came back in the cells' replies
