@@ -6,7 +6,7 @@ The questions are ``user_expressions`` entries, not notebook cells: they leave n
 notebook, and a fresh nonce per question means that an answer cannot be replayed from an earlier one.
 A cell's verification rides on the cell's own execute request (:meth:`IntegrityWatch.sending`),
 which the kernel answers right after the cell's code, in the same reply: one round trip a cell
-fewer (about 5 ms each, 30 cells a notebook). ipykernel evaluates them only after a cell that ran
+fewer (20–30 verified cells a notebook). ipykernel evaluates them only after a cell that ran
 without error; after any other, the question is asked on its own, as a silent execution.
 """
 from __future__ import annotations
