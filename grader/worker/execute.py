@@ -155,7 +155,6 @@ class GuardedExecute(Execute):
                 "CellTimeoutError", f"this cell ran past its {self.timeout} s limit and ignored the interrupt"))
         return cell, resources
 
-
     async def _async_poll_for_reply(self, *args, **kwargs):
         """nbclient's wait for the cell's execute reply, kept: it carries the cell's verification."""
         self._reply = await super()._async_poll_for_reply(*args, **kwargs)
